@@ -1,0 +1,160 @@
+package helmrtype
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// Limits from the specification's Content table. The server enforces them;
+// the SDK checks them early so that authors get good errors.
+const (
+	// MaxContentBytes is the largest encoded JSON of one Content value or question.
+	MaxContentBytes = 256 << 10
+	// MaxContentParts is the largest number of parts in one Content value.
+	MaxContentParts = 64
+	// MaxTurnOutputBytes is the cumulative output plus questions budget of one Turn.
+	MaxTurnOutputBytes = 8 << 20
+	// MaxResponseBytes is the allowance of a Turn's response, separate from output.
+	MaxResponseBytes = 256 << 10
+	// MaxResultBytes bounds a Turn's machine result.
+	MaxResultBytes = 1 << 20
+	// MaxInputBytes bounds a Turn's input or a message's content.
+	MaxInputBytes = 256 << 10
+)
+
+// Part types.
+const (
+	PartText = "text"
+	PartJSON = "json"
+)
+
+// ContentPart is one part of Content: {"type":"text","text":…} or
+// {"type":"json","value":…}.
+type ContentPart struct {
+	Type  string          `json:"type"`
+	Text  string          `json:"text,omitempty"`
+	Value json.RawMessage `json:"value,omitempty"`
+}
+
+// MarshalJSON writes a text part with its text even when empty, and a JSON
+// part with its value.
+func (p ContentPart) MarshalJSON() ([]byte, error) {
+	switch p.Type {
+	case PartText:
+		return json.Marshal(struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}{p.Type, p.Text})
+	case PartJSON:
+		v := p.Value
+		if len(v) == 0 {
+			v = json.RawMessage("null")
+		}
+		return json.Marshal(struct {
+			Type  string          `json:"type"`
+			Value json.RawMessage `json:"value"`
+		}{p.Type, v})
+	}
+	return nil, fmt.Errorf("content part type %q: want text or json", p.Type)
+}
+
+// Content is an ordered list of text and JSON parts.
+type Content []ContentPart
+
+// InputContent is conversational input: text parts only.
+type InputContent = Content
+
+// Text returns a Content with one text part.
+func Text(s string) Content { return Content{{Type: PartText, Text: s}} }
+
+// PlainText concatenates the text parts of c.
+func (c Content) PlainText() string {
+	var b bytes.Buffer
+	for _, p := range c {
+		if p.Type == PartText {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String()
+}
+
+// ParseContent decodes and checks a Content value: a JSON array of parts,
+// each text (with a string "text") or json (with a "value"), at most
+// MaxContentParts parts and maxBytes encoded bytes. With textOnly, JSON parts
+// are refused (the InputContent rule).
+func ParseContent(raw json.RawMessage, maxBytes int, textOnly bool) (Content, error) {
+	if len(raw) > maxBytes {
+		return nil, fmt.Errorf("content is %d bytes of JSON; the limit is %d", len(raw), maxBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var parts []map[string]json.RawMessage
+	if err := dec.Decode(&parts); err != nil || parts == nil {
+		if bytes.Equal(bytes.TrimSpace(raw), []byte("null")) || err == nil {
+			return nil, fmt.Errorf("content must be an array of parts, not null")
+		}
+		return nil, fmt.Errorf("content must be an array of parts: %v", err)
+	}
+	if len(parts) > MaxContentParts {
+		return nil, fmt.Errorf("content has %d parts; the limit is %d", len(parts), MaxContentParts)
+	}
+	out := make(Content, 0, len(parts))
+	for i, p := range parts {
+		var typ string
+		if err := json.Unmarshal(p["type"], &typ); err != nil {
+			return nil, fmt.Errorf("part %d: type must be \"text\" or \"json\"", i)
+		}
+		switch typ {
+		case PartText:
+			if len(p) != 2 {
+				return nil, fmt.Errorf("part %d: a text part has exactly the fields type and text", i)
+			}
+			var s string
+			if err := json.Unmarshal(p["text"], &s); err != nil || p["text"] == nil {
+				return nil, fmt.Errorf("part %d: text must be a string", i)
+			}
+			out = append(out, ContentPart{Type: PartText, Text: s})
+		case PartJSON:
+			if textOnly {
+				return nil, fmt.Errorf("part %d: input content takes text parts only", i)
+			}
+			v, ok := p["value"]
+			if !ok || len(p) != 2 {
+				return nil, fmt.Errorf("part %d: a json part has exactly the fields type and value", i)
+			}
+			out = append(out, ContentPart{Type: PartJSON, Value: v})
+		default:
+			return nil, fmt.Errorf("part %d: type must be \"text\" or \"json\", not %q", i, typ)
+		}
+	}
+	return out, nil
+}
+
+// EncodedSize returns the length of c encoded as JSON.
+func (c Content) EncodedSize() int {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return 0
+	}
+	return len(b)
+}
+
+// Check reports whether c fits one Content value's limits.
+func (c Content) Check() error {
+	if len(c) > MaxContentParts {
+		return fmt.Errorf("content has %d parts; the limit is %d", len(c), MaxContentParts)
+	}
+	for i, p := range c {
+		if p.Type != PartText && p.Type != PartJSON {
+			return fmt.Errorf("part %d: type must be \"text\" or \"json\", not %q", i, p.Type)
+		}
+		if p.Type == PartJSON && len(p.Value) > 0 && !json.Valid(p.Value) {
+			return fmt.Errorf("part %d: value is not valid JSON", i)
+		}
+	}
+	if n := c.EncodedSize(); n > MaxContentBytes {
+		return fmt.Errorf("content is %d bytes of JSON; the limit is %d", n, MaxContentBytes)
+	}
+	return nil
+}

@@ -1,0 +1,120 @@
+package helmrtype
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Code is a stable, machine-readable error code.
+type Code string
+
+// Stable error codes of the REST API, the session protocol and the SDK.
+const (
+	CodeNotFound              Code = "not_found"
+	CodeInvalidRequest        Code = "invalid_request"
+	CodeInputInvalid          Code = "input_invalid"
+	CodeResultInvalid         Code = "result_invalid"
+	CodeOutputInvalid         Code = "output_invalid"
+	CodeLimitExceeded         Code = "limit_exceeded"
+	CodeResponseAlreadyStaged Code = "response_already_staged"
+	CodeIdempotencyConflict   Code = "idempotency_conflict"
+	CodeConflict              Code = "conflict"
+	CodeSessionKeyConflict    Code = "session_key_conflict"
+	CodeSessionClosed         Code = "session_closed"
+	CodeTurnNotRunning        Code = "turn_not_running"
+	CodeTurnSettled           Code = "turn_settled"
+	CodeUnauthorized          Code = "unauthorized"
+	CodeForbidden             Code = "forbidden"
+	CodeNoDeployment          Code = "no_deployment"
+	CodeHandlerFailed         Code = "handler_failed"
+	CodeProcessExited         Code = "process_exited"
+	CodeExecutionLost         Code = "execution_lost"
+	CodeInterrupted           Code = "interrupted"
+	CodeDeadlineExceeded      Code = "deadline_exceeded"
+	CodeCallbackFailed        Code = "callback_failed"
+	CodeMessageRejected       Code = "message_rejected"
+	CodeCleanupFailed         Code = "cleanup_failed"
+	CodeUnavailable           Code = "unavailable"
+	CodeInternal              Code = "internal"
+)
+
+// Error is an error with a stable code, a human message and optional details.
+// It is the body of the REST error envelope {"error":{…}}.
+type Error struct {
+	Code    Code           `json:"code"`
+	Message string         `json:"message,omitempty"`
+	Details map[string]any `json:"details,omitempty"`
+	// Status is the HTTP status the error was (or will be) sent with.
+	Status int `json:"-"`
+}
+
+// Errorf returns an *Error with code and a formatted message.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Error returns "code: message".
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return string(e.Code)
+	}
+	return string(e.Code) + ": " + e.Message
+}
+
+// Is reports whether target is an *Error or Code with the same code, so that
+// errors.Is(err, helmrtype.CodeNotFound) works.
+func (e *Error) Is(target error) bool {
+	var t *Error
+	if errors.As(target, &t) {
+		return t.Code == e.Code
+	}
+	return false
+}
+
+// Error lets a Code be used as an errors.Is target.
+func (c Code) Error() string { return string(c) }
+
+// CodeOf returns the code of err, CodeInternal for an error without one, and
+// "" for nil.
+func CodeOf(err error) Code {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	var c Code
+	if errors.As(err, &c) {
+		return c
+	}
+	return CodeInternal
+}
+
+// HTTPStatus is the HTTP status that goes with code.
+func HTTPStatus(code Code) int {
+	switch code {
+	case CodeNotFound, CodeNoDeployment:
+		return http.StatusNotFound
+	case CodeInvalidRequest, CodeInputInvalid, CodeResultInvalid, CodeOutputInvalid:
+		return http.StatusBadRequest
+	case CodeLimitExceeded:
+		return http.StatusRequestEntityTooLarge
+	case CodeIdempotencyConflict, CodeConflict, CodeSessionKeyConflict, CodeSessionClosed,
+		CodeTurnNotRunning, CodeTurnSettled, CodeResponseAlreadyStaged:
+		return http.StatusConflict
+	case CodeUnauthorized:
+		return http.StatusUnauthorized
+	case CodeForbidden:
+		return http.StatusForbidden
+	case CodeUnavailable:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// ErrorEnvelope is the REST error body.
+type ErrorEnvelope struct {
+	Error *Error `json:"error"`
+}

@@ -1,0 +1,102 @@
+package helmrtype
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Input kinds of an Agent.
+const (
+	InputKindText = "text"
+	InputKindJSON = "json"
+)
+
+// ManifestVersion names the manifest format a binary prints.
+const ManifestVersion = "helmr.manifest.v1"
+
+// Manifest describes the Agents and Templates of one agent program. The
+// binary prints it when run with the manifest flag; Deployments store it.
+type Manifest struct {
+	Version   string             `json:"version"`
+	SDK       string             `json:"sdk"`
+	Agents    []AgentManifest    `json:"agents"`
+	Templates []TemplateManifest `json:"templates"`
+}
+
+// AgentManifest is one Agent's entry in a Manifest.
+type AgentManifest struct {
+	ID                 string          `json:"id"`
+	Template           string          `json:"template"`
+	InputKind          string          `json:"input_kind"`
+	InputSchema        json.RawMessage `json:"input_schema,omitempty"`
+	ResultSchema       json.RawMessage `json:"result_schema,omitempty"`
+	CloseAfterIdle     string          `json:"close_after_idle"`
+	HibernateAfterIdle string          `json:"hibernate_after_idle"`
+	MaxTurnDuration    string          `json:"max_turn_duration,omitempty"`
+	RuntimeMCP         json.RawMessage `json:"runtime_mcp,omitempty"`
+	HasInit            bool            `json:"has_init"`
+}
+
+// TemplateManifest is one Template's entry in a Manifest.
+type TemplateManifest struct {
+	ID        string            `json:"id"`
+	Image     ImageManifest     `json:"image"`
+	Resources ResourcesManifest `json:"resources"`
+}
+
+// ImageManifest describes how a Template's image is made.
+type ImageManifest struct {
+	Name  string      `json:"name"`
+	From  string      `json:"from,omitempty"`
+	Host  bool        `json:"host,omitempty"`
+	Steps []ImageStep `json:"steps,omitempty"`
+}
+
+// ImageStep is one build step of an image.
+type ImageStep struct {
+	Op   string   `json:"op"`
+	Args []string `json:"args,omitempty"`
+}
+
+// ResourcesManifest is a Template's resource request.
+type ResourcesManifest struct {
+	CPU    float64 `json:"cpu"`
+	Memory string  `json:"memory,omitempty"`
+}
+
+// Deployment is an immutable, content-addressed agent program.
+type Deployment struct {
+	ID        string    `json:"id"`
+	Digest    string    `json:"digest"`
+	Current   bool      `json:"current"`
+	Agents    []string  `json:"agents"`
+	Manifest  Manifest  `json:"manifest"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// AgentInfo is an Agent as discovered on a Deployment.
+type AgentInfo struct {
+	Agent              string          `json:"agent"`
+	Template           string          `json:"template"`
+	DeploymentID       string          `json:"deployment_id"`
+	InputKind          string          `json:"input_kind"`
+	InputSchema        json.RawMessage `json:"input_schema,omitempty"`
+	ResultSchema       json.RawMessage `json:"result_schema,omitempty"`
+	CloseAfterIdle     string          `json:"close_after_idle"`
+	HibernateAfterIdle string          `json:"hibernate_after_idle"`
+	MaxTurnDuration    string          `json:"max_turn_duration,omitempty"`
+	RuntimeMCP         json.RawMessage `json:"runtime_mcp"`
+}
+
+// AgentPage is one page of Agents of a Deployment.
+type AgentPage struct {
+	DeploymentID string      `json:"deployment_id"`
+	Agents       []AgentInfo `json:"agents"`
+	NextCursor   string      `json:"next_cursor,omitempty"`
+}
+
+// DeploymentPage is one page of Deployments, newest first.
+type DeploymentPage struct {
+	Deployments []Deployment `json:"deployments"`
+	NextCursor  string       `json:"next_cursor,omitempty"`
+}

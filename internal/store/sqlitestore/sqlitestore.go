@@ -1,0 +1,386 @@
+// Package sqlitestore is the embedded SQLite implementation of store.Store:
+// one file in WAL mode, one writer connection that commits concurrent
+// Updates together (group commit), and a pool of readers.
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/helmr-go/helmr/internal/store"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// maxBatch bounds how many Updates share one physical transaction.
+const maxBatch = 256
+
+// Options configure Open.
+type Options struct {
+	// Synchronous is SQLite's synchronous pragma: "FULL" (default; every
+	// commit is on disk before it is acknowledged) or "NORMAL" (WAL commits
+	// survive a process crash but may be lost on power loss).
+	Synchronous string
+	// Logger receives store diagnostics; nil discards them.
+	Logger *slog.Logger
+}
+
+// Store is a SQLite-backed store.Store.
+type Store struct {
+	log       *slog.Logger
+	writer    *sql.DB
+	reader    *sql.DB
+	wconn     *sql.Conn
+	reqs      chan *updateReq
+	done      chan struct{}
+	closeOnce sync.Once
+	wstmts    *stmtCache
+	rstmts    *stmtCache
+}
+
+type updateReq struct {
+	ctx context.Context
+	fn  func(store.Tx) error
+	err chan error
+}
+
+// Open opens (creating if needed) the SQLite database at path and applies
+// its migrations.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	if opts.Synchronous == "" {
+		opts.Synchronous = "FULL"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	syncMode := strings.ToUpper(opts.Synchronous)
+	if syncMode != "FULL" && syncMode != "NORMAL" {
+		return nil, fmt.Errorf("sqlitestore: synchronous must be FULL or NORMAL, not %q", opts.Synchronous)
+	}
+	dsn := func(readOnly bool) string {
+		q := url.Values{}
+		q.Add("_pragma", "busy_timeout(10000)")
+		q.Add("_pragma", "journal_mode(WAL)")
+		q.Add("_pragma", "synchronous("+syncMode+")")
+		q.Add("_pragma", "foreign_keys(OFF)")
+		if readOnly {
+			q.Add("_pragma", "query_only(1)")
+		}
+		return "file:" + path + "?" + q.Encode()
+	}
+	w, err := sql.Open("sqlite", dsn(false))
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	wconn, err := w.Conn(ctx)
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
+	}
+	s := &Store{log: opts.Logger, writer: w, wconn: wconn, reqs: make(chan *updateReq, maxBatch), done: make(chan struct{})}
+	s.wstmts = &stmtCache{prep: func(q string) (*sql.Stmt, error) { return wconn.PrepareContext(context.Background(), q) }}
+	if err := s.migrate(ctx); err != nil {
+		s.closeDBs()
+		return nil, err
+	}
+	r, err := sql.Open("sqlite", dsn(true))
+	if err != nil {
+		s.closeDBs()
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
+	}
+	r.SetMaxOpenConns(8)
+	r.SetMaxIdleConns(8)
+	s.reader = r
+	s.rstmts = &stmtCache{prep: func(q string) (*sql.Stmt, error) { return r.PrepareContext(context.Background(), q) }}
+	go s.writeLoop()
+	return s, nil
+}
+
+func (s *Store) closeDBs() {
+	s.wstmts.close()
+	if s.rstmts != nil {
+		s.rstmts.close()
+	}
+	s.wconn.Close()
+	s.writer.Close()
+	if s.reader != nil {
+		s.reader.Close()
+	}
+}
+
+// Close stops the writer after the Updates already queued and closes the file.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.reqs)
+		<-s.done
+		s.closeDBs()
+	})
+	return nil
+}
+
+// Migration is one embedded schema migration.
+type Migration struct {
+	Version int
+	Name    string
+	SQL     string
+}
+
+// Migrations lists the embedded migrations in order.
+func Migrations() ([]Migration, error) {
+	entries, err := fs.Glob(migrationFS, "migrations/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	var out []Migration
+	for _, e := range entries {
+		base := strings.TrimPrefix(e, "migrations/")
+		num, name, ok := strings.Cut(strings.TrimSuffix(base, ".sql"), "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("sqlitestore: migration file %s: want NNNN_name.sql", base)
+		}
+		b, err := migrationFS.ReadFile(e)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Migration{Version: v, Name: name, SQL: string(b)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	return out, nil
+}
+
+// ErrSchemaTooNew is returned when the database has migrations this binary
+// does not know.
+var ErrSchemaTooNew = errors.New("sqlitestore: the database schema is newer than this helmr; upgrade helmr")
+
+func (s *Store) migrate(ctx context.Context) error {
+	c := s.wconn
+	if _, err := c.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL)`); err != nil {
+		return fmt.Errorf("sqlitestore: migrate: %w", err)
+	}
+	var cur int
+	if err := c.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&cur); err != nil {
+		return fmt.Errorf("sqlitestore: migrate: %w", err)
+	}
+	ms, err := Migrations()
+	if err != nil {
+		return err
+	}
+	if len(ms) > 0 && cur > ms[len(ms)-1].Version {
+		return ErrSchemaTooNew
+	}
+	for _, m := range ms {
+		if m.Version <= cur {
+			continue
+		}
+		tx, err := c.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("sqlitestore: migration %d_%s: %w", m.Version, m.Name, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations(version, name) VALUES (?, ?)`, m.Version, m.Name); err != nil {
+			tx.Rollback()
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+		s.log.Info("applied migration", "version", m.Version, "name", m.Name)
+	}
+	return nil
+}
+
+// Update queues fn for the writer, which runs it inside a savepoint of a
+// shared transaction, and returns once that transaction is committed.
+func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) (err error) {
+	req := &updateReq{ctx: ctx, fn: fn, err: make(chan error, 1)}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("sqlitestore: store is closed")
+		}
+	}()
+	select {
+	case s.reqs <- req:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// Once queued, the update runs to its outcome; waiting for it keeps the
+	// caller's view of what happened exact.
+	return <-req.err
+}
+
+func (s *Store) writeLoop() {
+	defer close(s.done)
+	batch := make([]*updateReq, 0, maxBatch)
+	for first := range s.reqs {
+		batch = append(batch[:0], first)
+	fill:
+		for len(batch) < maxBatch {
+			select {
+			case r, ok := <-s.reqs:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		s.commitBatch(batch)
+	}
+}
+
+func (s *Store) commitBatch(batch []*updateReq) {
+	ctx := context.Background()
+	c := s.wconn
+	fail := func(err error) {
+		for _, r := range batch {
+			r.err <- err
+		}
+	}
+	if _, err := c.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		fail(fmt.Errorf("sqlitestore: begin: %w", err))
+		return
+	}
+	results := make([]error, len(batch))
+	for i, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			results[i] = err
+			continue
+		}
+		if _, err := c.ExecContext(ctx, "SAVEPOINT u"); err != nil {
+			results[i] = err
+			continue
+		}
+		err := runFn(r.fn, &tx{ctx: r.ctx, q: writeQ{c: c, cache: s.wstmts}})
+		if err != nil {
+			if _, rerr := c.ExecContext(ctx, "ROLLBACK TO u"); rerr != nil {
+				s.log.Error("rollback to savepoint", "err", rerr)
+			}
+		}
+		if _, rerr := c.ExecContext(ctx, "RELEASE u"); rerr != nil && err == nil {
+			err = rerr
+		}
+		results[i] = err
+	}
+	if _, err := c.ExecContext(ctx, "COMMIT"); err != nil {
+		c.ExecContext(ctx, "ROLLBACK")
+		fail(fmt.Errorf("sqlitestore: commit: %w", err))
+		return
+	}
+	for i, r := range batch {
+		r.err <- results[i]
+	}
+}
+
+func runFn(fn func(store.Tx) error, t store.Tx) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("sqlitestore: update panicked: %v", r)
+		}
+	}()
+	return fn(t)
+}
+
+// View runs fn in a read-only transaction on a reader connection.
+func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
+	sqlTx, err := s.reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("sqlitestore: begin read: %w", err)
+	}
+	defer sqlTx.Rollback()
+	return fn(&tx{ctx: ctx, readOnly: true, q: readQ{tx: sqlTx, cache: s.rstmts}})
+}
+
+// stmtCache keeps prepared statements by query text.
+type stmtCache struct {
+	mu   sync.Mutex
+	m    map[string]*sql.Stmt
+	prep func(string) (*sql.Stmt, error)
+}
+
+func (c *stmtCache) get(q string) (*sql.Stmt, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st, ok := c.m[q]; ok {
+		return st, nil
+	}
+	st, err := c.prep(q)
+	if err != nil {
+		return nil, err
+	}
+	if c.m == nil {
+		c.m = map[string]*sql.Stmt{}
+	}
+	c.m[q] = st
+	return st, nil
+}
+
+func (c *stmtCache) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, st := range c.m {
+		st.Close()
+	}
+	c.m = nil
+}
+
+// querier runs statements for a tx.
+type querier interface {
+	exec(ctx context.Context, q string, args ...any) (sql.Result, error)
+	query(ctx context.Context, q string, args ...any) (*sql.Rows, error)
+}
+
+type writeQ struct {
+	c     *sql.Conn
+	cache *stmtCache
+}
+
+func (w writeQ) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	st, err := w.cache.get(q)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(ctx, args...)
+}
+
+func (w writeQ) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	st, err := w.cache.get(q)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
+}
+
+type readQ struct {
+	tx    *sql.Tx
+	cache *stmtCache
+}
+
+func (r readQ) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	return nil, errors.New("sqlitestore: write in a read-only transaction")
+}
+
+func (r readQ) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	st, err := r.cache.get(q)
+	if err != nil {
+		return nil, err
+	}
+	return r.tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+}

@@ -1,0 +1,496 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/helmr-go/helmr/internal/store"
+)
+
+type tx struct {
+	ctx      context.Context
+	readOnly bool
+	q        querier
+}
+
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+func fromMicros(v int64) time.Time { return time.UnixMicro(v).UTC() }
+
+func nullMicros(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return t.UnixMicro()
+}
+
+func fromNullMicros(v sql.NullInt64) *time.Time {
+	if !v.Valid {
+		return nil
+	}
+	t := fromMicros(v.Int64)
+	return &t
+}
+
+func blob(b json.RawMessage) any {
+	if b == nil {
+		return nil
+	}
+	return []byte(b)
+}
+
+func isUnique(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed")
+}
+
+func (t *tx) exec(ctx context.Context, q string, args ...any) error {
+	_, err := t.q.exec(ctx, q, args...)
+	if isUnique(err) {
+		return store.ErrDuplicate
+	}
+	return err
+}
+
+// one runs a query expected to return at most one row and scans it.
+func (t *tx) one(ctx context.Context, q string, args []any, dest ...any) error {
+	rows, err := t.q.query(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return store.ErrNotFound
+	}
+	if err := rows.Scan(dest...); err != nil {
+		return err
+	}
+	return rows.Close()
+}
+
+func (t *tx) GetMeta(ctx context.Context, key string) (string, error) {
+	var v string
+	err := t.one(ctx, `SELECT value FROM meta WHERE key = ?`, []any{key}, &v)
+	return v, err
+}
+
+func (t *tx) PutMeta(ctx context.Context, key, value string) error {
+	return t.exec(ctx, `INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`, key, value)
+}
+
+func (t *tx) InsertAPIKey(ctx context.Context, k *store.APIKey) error {
+	return t.exec(ctx, `INSERT INTO api_keys(id, name, hash, created_at) VALUES (?, ?, ?, ?)`, k.ID, k.Name, k.Hash, micros(k.CreatedAt))
+}
+
+func (t *tx) GetAPIKeyByHash(ctx context.Context, hash string) (*store.APIKey, error) {
+	var k store.APIKey
+	var created int64
+	if err := t.one(ctx, `SELECT id, name, hash, created_at FROM api_keys WHERE hash = ?`, []any{hash}, &k.ID, &k.Name, &k.Hash, &created); err != nil {
+		return nil, err
+	}
+	k.CreatedAt = fromMicros(created)
+	return &k, nil
+}
+
+const deploymentCols = `id, digest, manifest, binary_path, created_at`
+
+func scanDeployment(sc interface{ Scan(...any) error }) (*store.Deployment, error) {
+	var d store.Deployment
+	var manifest string
+	var created int64
+	if err := sc.Scan(&d.ID, &d.Digest, &manifest, &d.BinaryPath, &created); err != nil {
+		return nil, err
+	}
+	d.Manifest = json.RawMessage(manifest)
+	d.CreatedAt = fromMicros(created)
+	return &d, nil
+}
+
+func (t *tx) InsertDeployment(ctx context.Context, d *store.Deployment) error {
+	return t.exec(ctx, `INSERT INTO deployments(`+deploymentCols+`) VALUES (?, ?, ?, ?, ?)`, d.ID, d.Digest, string(d.Manifest), d.BinaryPath, micros(d.CreatedAt))
+}
+
+func (t *tx) getDeployment(ctx context.Context, where string, arg any) (*store.Deployment, error) {
+	rows, err := t.q.query(ctx, `SELECT `+deploymentCols+` FROM deployments WHERE `+where+` = ?`, arg)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		return nil, store.ErrNotFound
+	}
+	return scanDeployment(rows)
+}
+
+func (t *tx) GetDeployment(ctx context.Context, id string) (*store.Deployment, error) {
+	return t.getDeployment(ctx, "id", id)
+}
+
+func (t *tx) GetDeploymentByDigest(ctx context.Context, digest string) (*store.Deployment, error) {
+	return t.getDeployment(ctx, "digest", digest)
+}
+
+func (t *tx) ListDeployments(ctx context.Context, beforeID string, limit int) ([]store.Deployment, error) {
+	q := `SELECT ` + deploymentCols + ` FROM deployments`
+	args := []any{}
+	if beforeID != "" {
+		q += ` WHERE id < ?`
+		args = append(args, beforeID)
+	}
+	q += ` ORDER BY id DESC LIMIT ?`
+	args = append(args, limit)
+	rows, err := t.q.query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Deployment
+	for rows.Next() {
+		d, err := scanDeployment(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *d)
+	}
+	return out, rows.Err()
+}
+
+const sessionCols = `id, deployment_id, root_session_id, agent, template, computer_id, parent_session_id,
+ requester_session_id, key, status, close_after_idle, hibernate_after_idle, max_turn_duration,
+ idle_since, initial_turn_id, created_at`
+
+func scanSession(sc interface{ Scan(...any) error }) (*store.Session, error) {
+	var s store.Session
+	var idle sql.NullInt64
+	var created int64
+	if err := sc.Scan(&s.ID, &s.DeploymentID, &s.RootSessionID, &s.Agent, &s.Template, &s.ComputerID, &s.ParentSessionID,
+		&s.RequesterSessionID, &s.Key, &s.Status, &s.CloseAfterIdle, &s.HibernateAfterIdle, &s.MaxTurnDuration,
+		&idle, &s.InitialTurnID, &created); err != nil {
+		return nil, err
+	}
+	s.IdleSince = fromNullMicros(idle)
+	s.CreatedAt = fromMicros(created)
+	return &s, nil
+}
+
+func (t *tx) InsertSession(ctx context.Context, s *store.Session) error {
+	return t.exec(ctx, `INSERT INTO sessions(`+sessionCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		s.ID, s.DeploymentID, s.RootSessionID, s.Agent, s.Template, s.ComputerID, s.ParentSessionID,
+		s.RequesterSessionID, s.Key, s.Status, s.CloseAfterIdle, s.HibernateAfterIdle, s.MaxTurnDuration,
+		nullMicros(s.IdleSince), s.InitialTurnID, micros(s.CreatedAt))
+}
+
+func (t *tx) querySessions(ctx context.Context, q string, args ...any) ([]store.Session, error) {
+	rows, err := t.q.query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Session
+	for rows.Next() {
+		s, err := scanSession(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *s)
+	}
+	return out, rows.Err()
+}
+
+func (t *tx) GetSession(ctx context.Context, id string) (*store.Session, error) {
+	ss, err := t.querySessions(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = ?`, id)
+	if err != nil {
+		return nil, err
+	}
+	if len(ss) == 0 {
+		return nil, store.ErrNotFound
+	}
+	return &ss[0], nil
+}
+
+func (t *tx) GetSessionByKey(ctx context.Context, agent, key string) (*store.Session, error) {
+	ss, err := t.querySessions(ctx, `SELECT `+sessionCols+` FROM sessions WHERE agent = ? AND key = ? AND key <> ''`, agent, key)
+	if err != nil {
+		return nil, err
+	}
+	if len(ss) == 0 {
+		return nil, store.ErrNotFound
+	}
+	return &ss[0], nil
+}
+
+func (t *tx) UpdateSession(ctx context.Context, s *store.Session) error {
+	return t.exec(ctx, `UPDATE sessions SET computer_id = ?, status = ?, idle_since = ?, initial_turn_id = ? WHERE id = ?`,
+		s.ComputerID, s.Status, nullMicros(s.IdleSince), s.InitialTurnID, s.ID)
+}
+
+func (t *tx) ListSessions(ctx context.Context, f store.SessionFilter) ([]store.Session, error) {
+	var where []string
+	var args []any
+	add := func(cond string, v any) {
+		where = append(where, cond)
+		args = append(args, v)
+	}
+	if f.Agent != "" {
+		add("agent = ?", f.Agent)
+	}
+	if f.Key != "" {
+		add("key = ?", f.Key)
+	}
+	if f.ParentSessionID != "" {
+		add("parent_session_id = ?", f.ParentSessionID)
+	}
+	if f.RequesterSessionID != "" {
+		add("requester_session_id = ?", f.RequesterSessionID)
+	}
+	if f.AfterID != "" {
+		add("id > ?", f.AfterID)
+	}
+	if len(f.Statuses) > 0 {
+		ph := make([]string, len(f.Statuses))
+		for i, s := range f.Statuses {
+			ph[i] = "?"
+			args = append(args, s)
+		}
+		where = append(where, "status IN ("+strings.Join(ph, ", ")+")")
+	}
+	q := `SELECT ` + sessionCols + ` FROM sessions`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	q += ` ORDER BY id LIMIT ?`
+	args = append(args, limit)
+	return t.querySessions(ctx, q, args...)
+}
+
+func (t *tx) SessionsWithWork(ctx context.Context) ([]string, error) {
+	rows, err := t.q.query(ctx, `SELECT DISTINCT session_id FROM turns WHERE status IN ('queued', 'running') ORDER BY session_id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}
+
+const turnCols = `id, session_id, sequence, status, input, source, created_at, started_at, terminal_at,
+ result, response, response_staged, error_code, error_message, output_bytes, last_op`
+
+func scanTurn(sc interface{ Scan(...any) error }) (*store.Turn, error) {
+	var t store.Turn
+	var created int64
+	var started, terminal sql.NullInt64
+	var input, source, result, response []byte
+	var staged int
+	if err := sc.Scan(&t.ID, &t.SessionID, &t.Sequence, &t.Status, &input, &source, &created, &started, &terminal,
+		&result, &response, &staged, &t.ErrorCode, &t.ErrorMessage, &t.OutputBytes, &t.LastOp); err != nil {
+		return nil, err
+	}
+	t.Input, t.Source, t.Result, t.Response = raw(input), raw(source), raw(result), raw(response)
+	t.ResponseStaged = staged != 0
+	t.CreatedAt = fromMicros(created)
+	t.StartedAt = fromNullMicros(started)
+	t.TerminalAt = fromNullMicros(terminal)
+	return &t, nil
+}
+
+func raw(b []byte) json.RawMessage {
+	if b == nil {
+		return nil
+	}
+	return json.RawMessage(b)
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (t *tx) InsertTurn(ctx context.Context, tr *store.Turn) error {
+	return t.exec(ctx, `INSERT INTO turns(`+turnCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		tr.ID, tr.SessionID, tr.Sequence, tr.Status, blob(tr.Input), blob(tr.Source), micros(tr.CreatedAt),
+		nullMicros(tr.StartedAt), nullMicros(tr.TerminalAt), blob(tr.Result), blob(tr.Response), boolInt(tr.ResponseStaged),
+		tr.ErrorCode, tr.ErrorMessage, tr.OutputBytes, tr.LastOp)
+}
+
+func (t *tx) queryTurns(ctx context.Context, q string, args ...any) ([]store.Turn, error) {
+	rows, err := t.q.query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Turn
+	for rows.Next() {
+		tr, err := scanTurn(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *tr)
+	}
+	return out, rows.Err()
+}
+
+func (t *tx) oneTurn(ctx context.Context, q string, args ...any) (*store.Turn, error) {
+	ts, err := t.queryTurns(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	if len(ts) == 0 {
+		return nil, store.ErrNotFound
+	}
+	return &ts[0], nil
+}
+
+func (t *tx) GetTurn(ctx context.Context, sessionID, id string) (*store.Turn, error) {
+	return t.oneTurn(ctx, `SELECT `+turnCols+` FROM turns WHERE id = ? AND session_id = ?`, id, sessionID)
+}
+
+func (t *tx) UpdateTurn(ctx context.Context, tr *store.Turn) error {
+	return t.exec(ctx, `UPDATE turns SET status = ?, started_at = ?, terminal_at = ?, result = ?, response = ?,
+ response_staged = ?, error_code = ?, error_message = ?, output_bytes = ?, last_op = ? WHERE session_id = ? AND sequence = ?`,
+		tr.Status, nullMicros(tr.StartedAt), nullMicros(tr.TerminalAt), blob(tr.Result), blob(tr.Response),
+		boolInt(tr.ResponseStaged), tr.ErrorCode, tr.ErrorMessage, tr.OutputBytes, tr.LastOp, tr.SessionID, tr.Sequence)
+}
+
+func (t *tx) ListTurns(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]store.Turn, error) {
+	return t.queryTurns(ctx, `SELECT `+turnCols+` FROM turns WHERE session_id = ? AND sequence > ? ORDER BY sequence LIMIT ?`, sessionID, afterSeq, limit)
+}
+
+func (t *tx) MaxTurnSequence(ctx context.Context, sessionID string) (int64, error) {
+	var n int64
+	err := t.one(ctx, `SELECT COALESCE(MAX(sequence), 0) FROM turns WHERE session_id = ?`, []any{sessionID}, &n)
+	return n, err
+}
+
+func (t *tx) FirstTurnWithStatus(ctx context.Context, sessionID, status string) (*store.Turn, error) {
+	return t.oneTurn(ctx, `SELECT `+turnCols+` FROM turns WHERE session_id = ? AND status = ? ORDER BY sequence LIMIT 1`, sessionID, status)
+}
+
+func (t *tx) TurnsWithStatus(ctx context.Context, status string) ([]store.Turn, error) {
+	return t.queryTurns(ctx, `SELECT `+turnCols+` FROM turns WHERE status = ? ORDER BY session_id, sequence`, status)
+}
+
+const messageCols = `id, session_id, turn_id, content, source, status, created_at`
+
+func (t *tx) InsertMessage(ctx context.Context, m *store.Message) error {
+	return t.exec(ctx, `INSERT INTO messages(`+messageCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		m.ID, m.SessionID, m.TurnID, []byte(m.Content), []byte(m.Source), m.Status, micros(m.CreatedAt))
+}
+
+func (t *tx) queryMessages(ctx context.Context, q string, args ...any) ([]store.Message, error) {
+	rows, err := t.q.query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Message
+	for rows.Next() {
+		var m store.Message
+		var content, source []byte
+		var created int64
+		if err := rows.Scan(&m.ID, &m.SessionID, &m.TurnID, &content, &source, &m.Status, &created); err != nil {
+			return nil, err
+		}
+		m.Content, m.Source, m.CreatedAt = raw(content), raw(source), fromMicros(created)
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+func (t *tx) GetMessage(ctx context.Context, id string) (*store.Message, error) {
+	ms, err := t.queryMessages(ctx, `SELECT `+messageCols+` FROM messages WHERE id = ?`, id)
+	if err != nil {
+		return nil, err
+	}
+	if len(ms) == 0 {
+		return nil, store.ErrNotFound
+	}
+	return &ms[0], nil
+}
+
+func (t *tx) UpdateMessage(ctx context.Context, m *store.Message) error {
+	return t.exec(ctx, `UPDATE messages SET status = ? WHERE id = ?`, m.Status, m.ID)
+}
+
+func (t *tx) PendingMessages(ctx context.Context, turnID string) ([]store.Message, error) {
+	return t.queryMessages(ctx, `SELECT `+messageCols+` FROM messages WHERE turn_id = ? AND status = 'admitted' ORDER BY created_at, id`, turnID)
+}
+
+func (t *tx) AppendEvent(ctx context.Context, e *store.Event) error {
+	last, err := t.LastEventSequence(ctx, e.SessionID)
+	if err != nil {
+		return err
+	}
+	e.Sequence = last + 1
+	data := e.Data
+	if data == nil {
+		data = json.RawMessage("{}")
+	}
+	return t.exec(ctx, `INSERT INTO events(session_id, sequence, turn_id, kind, data, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+		e.SessionID, e.Sequence, e.TurnID, e.Kind, []byte(data), micros(e.CreatedAt))
+}
+
+func (t *tx) ListEvents(ctx context.Context, sessionID string, after int64, limit int) ([]store.Event, error) {
+	rows, err := t.q.query(ctx, `SELECT session_id, sequence, turn_id, kind, data, created_at FROM events
+ WHERE session_id = ? AND sequence > ? ORDER BY sequence LIMIT ?`, sessionID, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Event
+	for rows.Next() {
+		var e store.Event
+		var data []byte
+		var created int64
+		if err := rows.Scan(&e.SessionID, &e.Sequence, &e.TurnID, &e.Kind, &data, &created); err != nil {
+			return nil, err
+		}
+		e.Data, e.CreatedAt = raw(data), fromMicros(created)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+func (t *tx) LastEventSequence(ctx context.Context, sessionID string) (int64, error) {
+	var n int64
+	err := t.one(ctx, `SELECT COALESCE(MAX(sequence), 0) FROM events WHERE session_id = ?`, []any{sessionID}, &n)
+	return n, err
+}
+
+func (t *tx) GetIdempotency(ctx context.Context, scope, key string) (*store.Idempotency, error) {
+	var r store.Idempotency
+	var resp []byte
+	var created int64
+	if err := t.one(ctx, `SELECT scope, key, digest, response, created_at FROM idempotency WHERE scope = ? AND key = ?`,
+		[]any{scope, key}, &r.Scope, &r.Key, &r.Digest, &resp, &created); err != nil {
+		return nil, err
+	}
+	r.Response, r.CreatedAt = raw(resp), fromMicros(created)
+	return &r, nil
+}
+
+func (t *tx) InsertIdempotency(ctx context.Context, r *store.Idempotency) error {
+	return t.exec(ctx, `INSERT INTO idempotency(scope, key, digest, response, created_at) VALUES (?, ?, ?, ?, ?)`,
+		r.Scope, r.Key, r.Digest, []byte(r.Response), micros(r.CreatedAt))
+}

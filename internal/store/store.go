@@ -1,0 +1,193 @@
+// Package store defines the durable store of the control plane: the Store
+// interface that the engine uses, its row types, and (in storetest) the
+// conformance suite every implementation passes.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// ErrNotFound is returned by getters when no row matches.
+var ErrNotFound = errors.New("store: not found")
+
+// ErrDuplicate is returned when an insert collides with a unique key.
+var ErrDuplicate = errors.New("store: duplicate")
+
+// Store is the durable state of the control plane. Every engine transition
+// runs in one Update; an implementation may commit several concurrent
+// Updates in one physical transaction (group commit) as long as each stays
+// atomic on its own.
+type Store interface {
+	// Update runs fn in a read-write transaction. When fn returns an error,
+	// none of its writes happen and Update returns that error.
+	Update(ctx context.Context, fn func(Tx) error) error
+	// View runs fn in a read-only snapshot.
+	View(ctx context.Context, fn func(Tx) error) error
+	// Close releases the store.
+	Close() error
+}
+
+// Tx is the set of operations available inside a transaction. Writes in a
+// View fail.
+type Tx interface {
+	// Meta
+	GetMeta(ctx context.Context, key string) (string, error)
+	PutMeta(ctx context.Context, key, value string) error
+
+	// API keys
+	InsertAPIKey(ctx context.Context, k *APIKey) error
+	GetAPIKeyByHash(ctx context.Context, hash string) (*APIKey, error)
+
+	// Deployments
+	InsertDeployment(ctx context.Context, d *Deployment) error
+	GetDeployment(ctx context.Context, id string) (*Deployment, error)
+	GetDeploymentByDigest(ctx context.Context, digest string) (*Deployment, error)
+	// ListDeployments returns deployments created before the given ID
+	// (all when empty), newest first.
+	ListDeployments(ctx context.Context, beforeID string, limit int) ([]Deployment, error)
+
+	// Sessions
+	InsertSession(ctx context.Context, s *Session) error
+	GetSession(ctx context.Context, id string) (*Session, error)
+	GetSessionByKey(ctx context.Context, agent, key string) (*Session, error)
+	UpdateSession(ctx context.Context, s *Session) error
+	ListSessions(ctx context.Context, f SessionFilter) ([]Session, error)
+	// SessionsWithWork returns IDs of Sessions that have queued or running Turns.
+	SessionsWithWork(ctx context.Context) ([]string, error)
+
+	// Turns
+	InsertTurn(ctx context.Context, t *Turn) error
+	GetTurn(ctx context.Context, sessionID, id string) (*Turn, error)
+	UpdateTurn(ctx context.Context, t *Turn) error
+	// ListTurns returns a Session's Turns with sequence > afterSeq, in order.
+	ListTurns(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]Turn, error)
+	// MaxTurnSequence is the highest Turn sequence of a Session, 0 when none.
+	MaxTurnSequence(ctx context.Context, sessionID string) (int64, error)
+	// FirstTurnWithStatus returns the Session's lowest-sequence Turn in status.
+	FirstTurnWithStatus(ctx context.Context, sessionID, status string) (*Turn, error)
+	// TurnsWithStatus returns every Turn (of all Sessions) in status.
+	TurnsWithStatus(ctx context.Context, status string) ([]Turn, error)
+
+	// Messages
+	InsertMessage(ctx context.Context, m *Message) error
+	GetMessage(ctx context.Context, id string) (*Message, error)
+	UpdateMessage(ctx context.Context, m *Message) error
+	// PendingMessages returns a Turn's messages in status admitted, oldest first.
+	PendingMessages(ctx context.Context, turnID string) ([]Message, error)
+
+	// Events
+	// AppendEvent assigns e.Sequence (one more than the Session's last) and
+	// stores e.
+	AppendEvent(ctx context.Context, e *Event) error
+	// ListEvents returns up to limit events with sequence > after, in order.
+	ListEvents(ctx context.Context, sessionID string, after int64, limit int) ([]Event, error)
+	// LastEventSequence is the Session's highest event sequence, 0 when none.
+	LastEventSequence(ctx context.Context, sessionID string) (int64, error)
+
+	// Idempotency
+	GetIdempotency(ctx context.Context, scope, key string) (*Idempotency, error)
+	InsertIdempotency(ctx context.Context, r *Idempotency) error
+}
+
+// APIKey is a stored API key; only its hash is kept.
+type APIKey struct {
+	ID        string
+	Name      string
+	Hash      string
+	CreatedAt time.Time
+}
+
+// Deployment is an immutable agent program: its binary's digest and manifest.
+type Deployment struct {
+	ID         string
+	Digest     string
+	Manifest   json.RawMessage
+	BinaryPath string
+	CreatedAt  time.Time
+}
+
+// Session is a Session row.
+type Session struct {
+	ID                 string
+	DeploymentID       string
+	RootSessionID      string
+	Agent              string
+	Template           string
+	ComputerID         string
+	ParentSessionID    string
+	RequesterSessionID string
+	Key                string
+	Status             string
+	CloseAfterIdle     string
+	HibernateAfterIdle string
+	MaxTurnDuration    string
+	IdleSince          *time.Time
+	InitialTurnID      string
+	CreatedAt          time.Time
+}
+
+// SessionFilter selects Sessions for ListSessions. Empty fields match all.
+type SessionFilter struct {
+	Agent              string
+	Key                string
+	Statuses           []string
+	ParentSessionID    string
+	RequesterSessionID string
+	// AfterID continues a listing after this Session ID (IDs sort by creation).
+	AfterID string
+	Limit   int
+}
+
+// Turn is a Turn row.
+type Turn struct {
+	ID             string
+	SessionID      string
+	Sequence       int64
+	Status         string
+	Input          json.RawMessage
+	Source         json.RawMessage
+	CreatedAt      time.Time
+	StartedAt      *time.Time
+	TerminalAt     *time.Time
+	Result         json.RawMessage
+	Response       json.RawMessage // staged, published on completion
+	ResponseStaged bool
+	ErrorCode      string
+	ErrorMessage   string
+	OutputBytes    int64
+	LastOp         int64
+}
+
+// Message is a message sent to one exact Turn.
+type Message struct {
+	ID        string
+	SessionID string
+	TurnID    string
+	Content   json.RawMessage
+	Source    json.RawMessage
+	Status    string // admitted, delivered, rejected
+	CreatedAt time.Time
+}
+
+// Event is one record of a Session's timeline.
+type Event struct {
+	SessionID string
+	Sequence  int64
+	TurnID    string
+	Kind      string
+	Data      json.RawMessage
+	CreatedAt time.Time
+}
+
+// Idempotency records an accepted mutation: the digest of its canonical
+// request and its receipt.
+type Idempotency struct {
+	Scope     string
+	Key       string
+	Digest    string
+	Response  json.RawMessage
+	CreatedAt time.Time
+}
