@@ -3,6 +3,7 @@ package helmrtype
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 )
 
@@ -93,6 +94,10 @@ func ParseContent(raw json.RawMessage, maxBytes int, textOnly bool) (Content, er
 	if err := dec.Decode(&parts); err != nil || parts == nil {
 		if bytes.Equal(bytes.TrimSpace(raw), []byte("null")) || err == nil {
 			return nil, fmt.Errorf("content must be an array of parts, not null")
+		}
+		var ute *json.UnmarshalTypeError
+		if errors.As(err, &ute) && ute.Field == "" {
+			return nil, fmt.Errorf("content must be an array of parts, not %s", ute.Value)
 		}
 		return nil, fmt.Errorf("content must be an array of parts: %v", err)
 	}

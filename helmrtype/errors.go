@@ -65,6 +65,9 @@ func (e *Error) Error() string {
 // Is reports whether target is an *Error or Code with the same code, so that
 // errors.Is(err, helmrtype.CodeNotFound) works.
 func (e *Error) Is(target error) bool {
+	if c, ok := target.(Code); ok {
+		return c == e.Code
+	}
 	var t *Error
 	if errors.As(target, &t) {
 		return t.Code == e.Code

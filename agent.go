@@ -1,0 +1,219 @@
+package helmr
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"regexp"
+
+	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/sessionproc"
+)
+
+var agentIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// InputContent is conversational input: an array of text parts. An Agent
+// whose input type is InputContent is a text Agent.
+type InputContent = helmrtype.Content
+
+// Content is an array of text and JSON parts.
+type Content = helmrtype.Content
+
+// ContentPart is one part of Content.
+type ContentPart = helmrtype.ContentPart
+
+// InputSource says where a Turn's input came from: Kind is "user",
+// "api_key", "schedule" or "session" (then with RequesterSessionID and
+// OriginTurnID).
+type InputSource = helmrtype.InputSource
+
+// Text returns Content with one text part.
+func Text(s string) Content { return helmrtype.Text(s) }
+
+// JSON returns Content with one JSON part holding v.
+func JSON(v any) (Content, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return Content{{Type: helmrtype.PartJSON, Value: b}}, nil
+}
+
+// Validator validates and converts raw JSON into a T: the role of the
+// specification's Standard Schema. JSONSchema may return nil when the
+// validator has no JSON Schema form; discovery then says so.
+type Validator[T any] interface {
+	Validate(ctx context.Context, raw json.RawMessage) (T, error)
+	JSONSchema() json.RawMessage
+}
+
+// AgentSpec declares an Agent. I is the input type (InputContent for a text
+// Agent), R the result type and S the type init returns.
+type AgentSpec[I, R, S any] struct {
+	// ID matches ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$.
+	ID string
+	// Template is the Computer template new Sessions run on.
+	Template *TemplateDef
+	// Init runs once per session process before its first Turn.
+	Init func(ctx context.Context, ic *InitContext) (S, error)
+	// Turn handles one Turn; its result is validated and becomes the Turn's result.
+	Turn func(ctx context.Context, t *Turn[I], ac *AgentContext[S]) (R, error)
+	// InputSchema overrides the validator derived from I.
+	InputSchema Validator[I]
+	// ResultSchema overrides the validator derived from R.
+	ResultSchema Validator[R]
+	// CloseAfterIdle closes an idle Session after this Duration, or "never". Default "7d".
+	CloseAfterIdle string
+	// HibernateAfterIdle hibernates an idle Session's Computer. Default "never".
+	HibernateAfterIdle string
+	// MaxTurnDuration is when a running Turn reaches its deadline. Empty: no limit.
+	MaxTurnDuration string
+	// RuntimeMCP is the runtime MCP maximum as JSON ({"allow":[…]}); nil
+	// resolves to every Agent of the Deployment.
+	RuntimeMCP json.RawMessage
+}
+
+// AgentDef is a validated Agent definition. Pass it to Main, and to
+// helmrclient.Create for typed invocation.
+type AgentDef[I, R, S any] struct {
+	spec   AgentSpec[I, R, S]
+	text   bool
+	input  Validator[I]
+	result Validator[R]
+}
+
+// Definition is any Agent definition; Main takes these.
+type Definition interface {
+	AgentID() string
+	manifest() helmrtype.AgentManifest
+	template() *TemplateDef
+	runtime() sessionproc.Agent
+}
+
+// Agent validates spec and returns the Agent definition. Like the
+// specification's TypeError, it panics when the ID is invalid or the
+// template or turn handler is missing.
+func Agent[I, R, S any](spec AgentSpec[I, R, S]) *AgentDef[I, R, S] {
+	if !agentIDPattern.MatchString(spec.ID) {
+		panic(fmt.Sprintf("helmr.Agent: id %q must match %s", spec.ID, agentIDPattern))
+	}
+	if spec.Template == nil {
+		panic(fmt.Sprintf("helmr.Agent %q: Template is required", spec.ID))
+	}
+	if spec.Turn == nil {
+		panic(fmt.Sprintf("helmr.Agent %q: Turn is required", spec.ID))
+	}
+	if spec.CloseAfterIdle == "" {
+		spec.CloseAfterIdle = "7d"
+	}
+	if spec.HibernateAfterIdle == "" {
+		spec.HibernateAfterIdle = helmrtype.Never
+	}
+	for name, v := range map[string]string{"CloseAfterIdle": spec.CloseAfterIdle, "HibernateAfterIdle": spec.HibernateAfterIdle} {
+		if _, _, err := helmrtype.ParseRetention(v); err != nil {
+			panic(fmt.Sprintf("helmr.Agent %q: %s: %v", spec.ID, name, err))
+		}
+	}
+	if spec.MaxTurnDuration != "" {
+		if _, err := helmrtype.ParseDuration(spec.MaxTurnDuration); err != nil {
+			panic(fmt.Sprintf("helmr.Agent %q: MaxTurnDuration: %v", spec.ID, err))
+		}
+	}
+	if spec.RuntimeMCP != nil && !json.Valid(spec.RuntimeMCP) {
+		panic(fmt.Sprintf("helmr.Agent %q: RuntimeMCP is not valid JSON", spec.ID))
+	}
+	d := &AgentDef[I, R, S]{spec: spec, input: spec.InputSchema, result: spec.ResultSchema}
+	d.text = reflect.TypeFor[I]() == reflect.TypeFor[InputContent]()
+	var err error
+	if d.input == nil && !d.text {
+		if d.input, err = SchemaFor[I](); err != nil {
+			panic(fmt.Sprintf("helmr.Agent %q: input type: %v", spec.ID, err))
+		}
+	}
+	if d.result == nil {
+		if d.result, err = SchemaFor[R](); err != nil {
+			panic(fmt.Sprintf("helmr.Agent %q: result type: %v", spec.ID, err))
+		}
+	}
+	return d
+}
+
+// AgentID returns the Agent's ID.
+func (d *AgentDef[I, R, S]) AgentID() string { return d.spec.ID }
+
+// InvocationTypes carries the Agent's input and result types for typed
+// clients (helmrclient.Create); its values are zero.
+func (d *AgentDef[I, R, S]) InvocationTypes() (I, R) {
+	var i I
+	var r R
+	return i, r
+}
+
+func (d *AgentDef[I, R, S]) template() *TemplateDef { return d.spec.Template }
+
+func (d *AgentDef[I, R, S]) manifest() helmrtype.AgentManifest {
+	m := helmrtype.AgentManifest{ID: d.spec.ID, Template: d.spec.Template.ID(), InputKind: helmrtype.InputKindText,
+		CloseAfterIdle: d.spec.CloseAfterIdle, HibernateAfterIdle: d.spec.HibernateAfterIdle,
+		MaxTurnDuration: d.spec.MaxTurnDuration, RuntimeMCP: d.spec.RuntimeMCP, HasInit: d.spec.Init != nil}
+	if !d.text {
+		m.InputKind = helmrtype.InputKindJSON
+		m.InputSchema = d.input.JSONSchema()
+		if m.InputSchema == nil {
+			m.InputSchema = json.RawMessage(`{"unavailable":"the input validator has no JSON Schema form"}`)
+		}
+	}
+	m.ResultSchema = d.result.JSONSchema()
+	return m
+}
+
+func (d *AgentDef[I, R, S]) runtime() sessionproc.Agent { return runtimeAgent[I, R, S]{d} }
+
+// runtimeAgent adapts a typed definition to the untyped runtime.
+type runtimeAgent[I, R, S any] struct{ d *AgentDef[I, R, S] }
+
+func (a runtimeAgent[I, R, S]) AgentID() string { return a.d.spec.ID }
+
+func (a runtimeAgent[I, R, S]) RunInit(ctx context.Context, info *sessionproc.Info) (any, error) {
+	if a.d.spec.Init == nil {
+		var zero S
+		return zero, nil
+	}
+	return a.d.spec.Init(ctx, newInitContext(info))
+}
+
+func (a runtimeAgent[I, R, S]) RunTurn(ctx context.Context, rt *sessionproc.Turn, initResult any) (json.RawMessage, error) {
+	var input I
+	if a.d.text {
+		c, err := helmrtype.ParseContent(rt.Input, helmrtype.MaxInputBytes, true)
+		if err != nil {
+			return nil, &helmrtype.Error{Code: helmrtype.CodeInputInvalid, Message: err.Error()}
+		}
+		input = any(c).(I)
+	} else {
+		v, err := a.d.input.Validate(ctx, rt.Input)
+		if err != nil {
+			return nil, &helmrtype.Error{Code: helmrtype.CodeInputInvalid, Message: err.Error()}
+		}
+		input = v
+	}
+	t := &Turn[I]{ID: rt.ID, Sequence: rt.Sequence, CreatedAt: rt.CreatedAt, Input: input, Source: rt.Source, rt: rt}
+	t.Output = &Output{rt: rt}
+	s, _ := initResult.(S)
+	ac := &AgentContext[S]{InitContext: newInitContextFromTurn(rt, initResult), InitResult: s}
+	res, err := a.d.spec.Turn(ctx, t, ac)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(res)
+	if err != nil {
+		return nil, &helmrtype.Error{Code: helmrtype.CodeResultInvalid, Message: "the result does not encode as JSON: " + err.Error()}
+	}
+	if _, err := a.d.result.Validate(ctx, raw); err != nil {
+		return nil, &helmrtype.Error{Code: helmrtype.CodeResultInvalid, Message: err.Error()}
+	}
+	if len(raw) > helmrtype.MaxResultBytes {
+		return nil, helmrtype.Errorf(helmrtype.CodeResultInvalid, "the result is %d bytes of JSON; the limit is %d", len(raw), helmrtype.MaxResultBytes)
+	}
+	return raw, nil
+}

@@ -1,0 +1,152 @@
+// Package controlplane assembles a control plane from its parts: the store,
+// the engine, the supervisor, the HTTP server and the session-protocol
+// socket. helmr dev, helmr server and helmrtest start one.
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/helmr-go/helmr/internal/engine"
+	"github.com/helmr-go/helmr/internal/protocol"
+	"github.com/helmr-go/helmr/internal/server"
+	"github.com/helmr-go/helmr/internal/store"
+	"github.com/helmr-go/helmr/internal/store/sqlitestore"
+	"github.com/helmr-go/helmr/internal/supervisor"
+)
+
+// Config configures Open.
+type Config struct {
+	// DataDir holds the database, deployments, computers and the socket.
+	DataDir string
+	// Database is "sqlite:PATH" (default DataDir/helmr.db).
+	Database string
+	// Synchronous is the SQLite synchronous mode: FULL (default) or NORMAL.
+	Synchronous string
+	// Launcher starts session processes; default runs binaries as children.
+	Launcher supervisor.Launcher
+	Clock    engine.Clock
+	Logger   *slog.Logger
+}
+
+// ControlPlane is a running control plane.
+type ControlPlane struct {
+	Engine     *engine.Engine
+	Store      store.Store
+	Supervisor *supervisor.Supervisor
+	Server     *server.Server
+	// SocketPath is where session processes connect.
+	SocketPath string
+
+	cfg      Config
+	log      *slog.Logger
+	sockDir  string
+	protoLn  net.Listener
+	protoSrv *http.Server
+	apiSrv   *http.Server
+}
+
+// Open opens the store, recovers from a previous run and starts the
+// session-protocol socket. Serve then serves the REST API.
+func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.DataDir == "" {
+		return nil, errors.New("controlplane: DataDir is required")
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		return nil, err
+	}
+	dbPath := filepath.Join(cfg.DataDir, "helmr.db")
+	if cfg.Database != "" {
+		p, ok := strings.CutPrefix(cfg.Database, "sqlite:")
+		if !ok {
+			return nil, fmt.Errorf("controlplane: database %q: only sqlite:PATH is supported by this build", cfg.Database)
+		}
+		dbPath = p
+	}
+	st, err := sqlitestore.Open(ctx, dbPath, sqlitestore.Options{Synchronous: cfg.Synchronous, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	// Unix socket paths are short (108 bytes): keep the socket in a short
+	// private directory.
+	sockDir, err := os.MkdirTemp("", "helmr-")
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	cp := &ControlPlane{Store: st, cfg: cfg, log: cfg.Logger, sockDir: sockDir, SocketPath: filepath.Join(sockDir, "session.sock")}
+	cp.Engine = engine.New(st, engine.Options{Clock: cfg.Clock, Logger: cfg.Logger})
+	l := cfg.Launcher
+	if l == nil {
+		l = &supervisor.ExecLauncher{Dir: cfg.DataDir}
+	}
+	cp.Supervisor = supervisor.New(cp.Engine, l, supervisor.Options{SocketPath: cp.SocketPath, Logger: cfg.Logger})
+	cp.Server = server.New(cp.Engine, server.Options{Logger: cfg.Logger, DeploymentsDir: filepath.Join(cfg.DataDir, "deployments")})
+	cp.protoLn, err = net.Listen("unix", cp.SocketPath)
+	if err != nil {
+		cp.closeStore()
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle(protocol.Path, cp.Supervisor)
+	cp.protoSrv = &http.Server{Handler: mux, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug)}
+	go cp.protoSrv.Serve(cp.protoLn)
+	if err := cp.Supervisor.Recover(ctx); err != nil {
+		cp.Close(ctx)
+		return nil, err
+	}
+	return cp, nil
+}
+
+// DeploymentsDir is where agent binaries are kept.
+func (cp *ControlPlane) DeploymentsDir() string { return filepath.Join(cp.cfg.DataDir, "deployments") }
+
+// Handler is the REST API handler.
+func (cp *ControlPlane) Handler() http.Handler { return cp.Server }
+
+// Serve serves the REST API on ln until ctx ends, then shuts down gracefully.
+func (cp *ControlPlane) Serve(ctx context.Context, ln net.Listener) error {
+	cp.apiSrv = &http.Server{Handler: cp.Server, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(cp.log.Handler(), slog.LevelDebug)}
+	errc := make(chan error, 1)
+	go func() { errc <- cp.apiSrv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shut, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	cp.apiSrv.Shutdown(shut)
+	return nil
+}
+
+// Close stops session processes (asking them to shut down first), the
+// protocol socket and the store.
+func (cp *ControlPlane) Close(ctx context.Context) error {
+	shut, cancel := context.WithTimeout(ctx, 12*time.Second)
+	defer cancel()
+	if cp.apiSrv != nil {
+		cp.apiSrv.Close()
+	}
+	cp.Supervisor.Close(shut)
+	cp.protoSrv.Close()
+	return cp.closeStore()
+}
+
+func (cp *ControlPlane) closeStore() error {
+	err := cp.Store.Close()
+	os.RemoveAll(cp.sockDir)
+	return err
+}

@@ -1,0 +1,160 @@
+// Package deploy builds agent programs, reads their manifests and keeps
+// their binaries content-addressed, for helmr dev, helmr deploy and the
+// server's deployment upload.
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/protocol"
+)
+
+// Build compiles the Go main package in dir into out.
+func Build(ctx context.Context, dir, out string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, ".")
+	cmd.Dir = abs
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go build %s: %v\n%s", dir, err, stderr.String())
+	}
+	return nil
+}
+
+// ReadManifest runs the binary with the manifest flag and decodes what it prints.
+func ReadManifest(ctx context.Context, binary string) (helmrtype.Manifest, error) {
+	var m helmrtype.Manifest
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, protocol.ManifestFlag)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return m, helmrtype.Errorf(helmrtype.CodeInvalidRequest, "the agent program did not print its manifest (is it built with helmr.Main?): %v %s", err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &m); err != nil {
+		return m, helmrtype.Errorf(helmrtype.CodeInvalidRequest, "the agent program's manifest is not valid: %v", err)
+	}
+	return m, nil
+}
+
+// Store copies the binary from r into dir under its SHA-256 digest and
+// returns the digest and the stored path. Storing the same bytes twice
+// keeps one file.
+func Store(dir string, r io.Reader) (digest, path string, err error) {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return "", "", err
+	}
+	tmp, err := os.CreateTemp(dir, ".upload-*")
+	if err != nil {
+		return "", "", err
+	}
+	defer os.Remove(tmp.Name())
+	h := sha256.New()
+	if _, err := io.Copy(io.MultiWriter(tmp, h), r); err != nil {
+		tmp.Close()
+		return "", "", err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return "", "", err
+	}
+	if err := tmp.Close(); err != nil {
+		return "", "", err
+	}
+	digest = "sha256:" + hex.EncodeToString(h.Sum(nil))
+	path = filepath.Join(dir, hex.EncodeToString(h.Sum(nil)))
+	if _, err := os.Stat(path); err == nil {
+		return digest, path, nil
+	}
+	if err := os.Chmod(tmp.Name(), 0o550); err != nil {
+		return "", "", err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return "", "", err
+	}
+	return digest, path, nil
+}
+
+// Built is an agent program built from source, ready to publish.
+type Built struct {
+	Digest   string
+	Binary   string
+	Manifest helmrtype.Manifest
+}
+
+// BuildDir builds the package in dir, stores its binary content-addressed
+// in binDir and reads its manifest.
+func BuildDir(ctx context.Context, dir, binDir string) (*Built, error) {
+	if err := os.MkdirAll(binDir, 0o750); err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp(binDir, ".build-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	out := filepath.Join(tmp, "agent")
+	if err := Build(ctx, dir, out); err != nil {
+		return nil, err
+	}
+	m, err := ReadManifest(ctx, out)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	digest, path, err := Store(binDir, f)
+	if err != nil {
+		return nil, err
+	}
+	return &Built{Digest: digest, Binary: path, Manifest: m}, nil
+}
+
+// Fingerprint summarises the Go sources under dir (names, sizes, modification
+// times) so that a change can be noticed without reading every file.
+func Fingerprint(dir string) (string, error) {
+	h := sha256.New()
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if p != dir && (name[0] == '.' || name == "testdata" || name == "node_modules") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if filepath.Ext(name) != ".go" && name != "go.mod" && name != "go.sum" {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s %d %d\n", p, info.Size(), info.ModTime().UnixNano())
+		return nil
+	})
+	return hex.EncodeToString(h.Sum(nil)), err
+}

@@ -1,0 +1,153 @@
+package e2e
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/helmr-go/helmr/helmrtype"
+)
+
+func TestCreateWithAndWithoutInput(t *testing.T) {
+	p := startPlane(t, "")
+	r := p.create("echo", nil)
+	if r.Turn != nil || r.Session.InitialTurn != nil || r.Session.Status != "open" || r.Session.IdleSince == nil {
+		t.Fatalf("create without input: %+v", r)
+	}
+	r = p.create("echo", text("hello"))
+	if r.Turn == nil || r.Turn.Status != "queued" || r.Turn.Sequence != 1 || r.Session.InitialTurn.ID != r.Turn.ID {
+		t.Fatalf("create with input: %+v", r)
+	}
+	o := p.wait(r.Session.ID, r.Turn.ID)
+	if o.Status != "completed" || o.Response.PlainText() != "hello" {
+		t.Fatalf("outcome: %+v", o)
+	}
+	var res map[string]any
+	json.Unmarshal(o.Result, &res)
+	if res["session"] != r.Session.ID || res["recovery"] != "initial" || res["source"] != "api_key" {
+		t.Fatalf("result: %v", res)
+	}
+	var s helmrtype.Session
+	p.must("GET", "/v1/sessions/"+r.Session.ID, nil, &s)
+	if s.InitialTurn.Status != "completed" || s.ComputerID == nil || s.DeploymentID == "" || s.CloseAfterIdle != "7d" || s.IdleSince == nil {
+		t.Fatalf("session after: %+v", s)
+	}
+	var kinds []string
+	var out strings.Builder
+	for _, e := range p.events(r.Session.ID) {
+		kinds = append(kinds, e.Kind)
+		if e.Kind == "turn.output" {
+			var d struct{ Content helmrtype.Content }
+			json.Unmarshal(e.Data, &d)
+			out.WriteString(d.Content.PlainText())
+		}
+	}
+	want := "session.created turn.queued turn.running turn.output turn.output turn.completed"
+	if strings.Join(kinds, " ") != want {
+		t.Fatalf("events %v, want %s", kinds, want)
+	}
+	if out.String() != "echo: hello" {
+		t.Fatalf("output %q", out.String())
+	}
+}
+
+func TestFIFOOfEnqueuedTurns(t *testing.T) {
+	p := startPlane(t, "")
+	r := p.create("echo", text("sleep 200ms"))
+	var turns []helmrtype.TurnState
+	for _, in := range []string{"one", "two", "three"} {
+		var ts helmrtype.TurnState
+		p.must("POST", "/v1/sessions/"+r.Session.ID+"/turns", helmrtype.EnqueueRequest{Input: text(in)}, &ts)
+		turns = append(turns, ts)
+	}
+	for i, ts := range turns {
+		o := p.wait(r.Session.ID, ts.ID)
+		if o.Status != "completed" || ts.Sequence != int64(i+2) {
+			t.Fatalf("turn %d: %+v %+v", i, ts, o)
+		}
+	}
+	// Turns ran one at a time in admission order.
+	var order []string
+	running := 0
+	for _, e := range p.events(r.Session.ID) {
+		switch e.Kind {
+		case "turn.running":
+			running++
+			if running > 1 {
+				t.Fatal("two turns ran at once")
+			}
+			order = append(order, *e.TurnID)
+		case "turn.completed":
+			running--
+		}
+	}
+	want := []string{r.Turn.ID, turns[0].ID, turns[1].ID, turns[2].ID}
+	if strings.Join(order, ",") != strings.Join(want, ",") {
+		t.Fatalf("order %v want %v", order, want)
+	}
+	var page helmrtype.TurnPage
+	p.must("GET", "/v1/sessions/"+r.Session.ID+"/turns?limit=2", nil, &page)
+	if len(page.Turns) != 2 || page.NextCursor == "" || page.Turns[0].ID != r.Turn.ID {
+		t.Fatalf("turn page %+v", page)
+	}
+}
+
+func TestTypedInputAndResultValidation(t *testing.T) {
+	p := startPlane(t, "")
+	r := p.create("typed", json.RawMessage(`{"issue": 7}`))
+	o := p.wait(r.Session.ID, r.Turn.ID)
+	if o.Status != "completed" || string(o.Result) != `{"reviewed":true,"note":"init=42"}` || o.Response.PlainText() != "issue 7" {
+		t.Fatalf("valid: %+v %s", o, o.Result)
+	}
+	var ts helmrtype.TurnState
+	p.must("POST", "/v1/sessions/"+r.Session.ID+"/turns", helmrtype.EnqueueRequest{Input: json.RawMessage(`{"issue":"seven"}`)}, &ts)
+	o = p.wait(r.Session.ID, ts.ID)
+	if o.Status != "failed" || o.Error == nil || o.Error.Code != helmrtype.CodeInputInvalid {
+		t.Fatalf("invalid input: %+v", o)
+	}
+	p.must("POST", "/v1/sessions/"+r.Session.ID+"/turns", helmrtype.EnqueueRequest{Input: json.RawMessage(`{"issue":13}`)}, &ts)
+	o = p.wait(r.Session.ID, ts.ID)
+	if o.Status != "failed" || o.Error == nil || o.Error.Code != helmrtype.CodeResultInvalid || o.Response != nil || o.Result != nil {
+		t.Fatalf("invalid result: %+v", o)
+	}
+	// Text agents refuse non-text input at admission.
+	err := p.call("POST", "/v1/sessions", helmrtype.SessionCreateRequest{Agent: "echo", Input: json.RawMessage(`"just a string"`)}, nil)
+	if !errors.Is(err, helmrtype.CodeInputInvalid) {
+		t.Fatalf("text agent with string input: %v", err)
+	}
+}
+
+func TestHandlerErrorsAndLimits(t *testing.T) {
+	p := startPlane(t, "")
+	r := p.create("echo", text("fail"))
+	o := p.wait(r.Session.ID, r.Turn.ID)
+	if o.Status != "failed" || o.Error == nil || !strings.Contains(o.Error.Message, "boom: the handler failed") {
+		t.Fatalf("fail: %+v", o)
+	}
+	var ts helmrtype.TurnState
+	p.must("POST", "/v1/sessions/"+r.Session.ID+"/turns", helmrtype.EnqueueRequest{Input: text("panic")}, &ts)
+	if o := p.wait(r.Session.ID, ts.ID); o.Status != "failed" || !strings.Contains(o.Error.Message, "kaboom") {
+		t.Fatalf("panic: %+v", o)
+	}
+	// The process survived both: the next Turn completes.
+	p.must("POST", "/v1/sessions/"+r.Session.ID+"/turns", helmrtype.EnqueueRequest{Input: text("after")}, &ts)
+	if o := p.wait(r.Session.ID, ts.ID); o.Status != "completed" {
+		t.Fatalf("after failures: %+v", o)
+	}
+
+	r = p.create("limits", text("go"))
+	o = p.wait(r.Session.ID, r.Turn.ID)
+	var got map[string]string
+	json.Unmarshal(o.Result, &got)
+	want := map[string]string{"respond1": "ok", "respond2": "response_already_staged", "too_large": "limit_exceeded",
+		"too_many_parts": "limit_exceeded", "budget": "limit_exceeded"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q (all: %v)", k, got[k], v, got)
+		}
+	}
+	if o.Status != "completed" || o.Response == nil || len(o.Response) != 1 || o.Response.PlainText() != "" {
+		t.Fatalf("limits outcome: %+v", o)
+	}
+}

@@ -1,0 +1,219 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/controlplane"
+	"github.com/helmr-go/helmr/internal/deploy"
+)
+
+var (
+	buildOnce sync.Once
+	built     *deploy.Built
+	buildErr  error
+	binDir    string
+)
+
+// agentBinary builds the test agent program once per test binary.
+func agentBinary(t *testing.T) *deploy.Built {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "helmr-e2e-bin-")
+		if buildErr == nil {
+			built, buildErr = deploy.BuildDir(context.Background(), "testdata/agents", binDir)
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("build test agents: %v", buildErr)
+	}
+	return built
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// plane is a control plane serving real HTTP on loopback.
+type plane struct {
+	t       *testing.T
+	dataDir string
+	cp      *controlplane.ControlPlane
+	url     string
+	key     string
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// startPlane opens a control plane on dataDir (a new one when empty), with
+// the test agents deployed.
+func startPlane(t *testing.T, dataDir string) *plane {
+	t.Helper()
+	b := agentBinary(t)
+	if dataDir == "" {
+		dataDir = t.TempDir()
+	}
+	ctx := context.Background()
+	cp, err := controlplane.Open(ctx, controlplane.Config{DataDir: dataDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &plane{t: t, dataDir: dataDir, cp: cp, done: make(chan struct{})}
+	keyFile := filepath.Join(dataDir, "api-key")
+	if k, err := os.ReadFile(keyFile); err == nil {
+		p.key = string(k)
+	} else {
+		if p.key, err = cp.Engine.CreateAPIKey(ctx, "test"); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(keyFile, []byte(p.key), 0o600)
+	}
+	if _, err := cp.Engine.PublishDeployment(ctx, b.Digest, b.Manifest, b.Binary); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.url = "http://" + ln.Addr().String()
+	sctx, cancel := context.WithCancel(ctx)
+	p.cancel = cancel
+	go func() {
+		defer close(p.done)
+		cp.Serve(sctx, ln)
+	}()
+	t.Cleanup(p.stop)
+	return p
+}
+
+func (p *plane) stop() {
+	if p.cancel == nil {
+		return
+	}
+	p.cancel()
+	<-p.done
+	p.cp.Close(context.Background())
+	p.cancel = nil
+}
+
+// call does one API request and decodes a 2xx body into out; a non-2xx
+// answer is returned as *helmrtype.Error.
+func (p *plane) call(method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, p.url+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+p.key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode/100 != 2 {
+		var env helmrtype.ErrorEnvelope
+		if err := json.Unmarshal(data, &env); err != nil || env.Error == nil {
+			return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, data)
+		}
+		env.Error.Status = resp.StatusCode
+		return env.Error
+	}
+	if out != nil {
+		return json.Unmarshal(data, out)
+	}
+	return nil
+}
+
+func (p *plane) must(method, path string, body, out any) {
+	p.t.Helper()
+	if err := p.call(method, path, body, out); err != nil {
+		p.t.Fatalf("%s %s: %v", method, path, err)
+	}
+}
+
+func text(s string) json.RawMessage {
+	b, _ := json.Marshal(helmrtype.Text(s))
+	return b
+}
+
+func (p *plane) create(agent string, input json.RawMessage) helmrtype.SessionCreateReceipt {
+	p.t.Helper()
+	var r helmrtype.SessionCreateReceipt
+	p.must("POST", "/v1/sessions", helmrtype.SessionCreateRequest{Agent: agent, Input: input}, &r)
+	return r
+}
+
+// wait waits for a Turn to settle and returns its outcome.
+func (p *plane) wait(sessionID, turnID string) helmrtype.TurnOutcome {
+	p.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		var r helmrtype.TimedTurnWaitResult
+		p.must("GET", "/v1/sessions/"+sessionID+"/turns/"+turnID+"/wait?timeout=20s", nil, &r)
+		if r.Status == helmrtype.WaitSettled {
+			return *r.Outcome
+		}
+	}
+	p.t.Fatalf("turn %s did not settle", turnID)
+	return helmrtype.TurnOutcome{}
+}
+
+// events returns the whole timeline of a Session.
+func (p *plane) events(sessionID string) []helmrtype.SessionEvent {
+	p.t.Helper()
+	var all []helmrtype.SessionEvent
+	after := int64(0)
+	for {
+		var page helmrtype.SessionEventPage
+		p.must("GET", fmt.Sprintf("/v1/sessions/%s/events?after=%d&limit=1000", sessionID, after), nil, &page)
+		all = append(all, page.Records...)
+		after = page.NextAfter
+		if !page.HasMore {
+			return all
+		}
+	}
+}
+
+// waitEvent waits until the Session's timeline has an event of kind.
+func (p *plane) waitEvent(sessionID, kind string) helmrtype.SessionEvent {
+	p.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		ch := p.cp.Engine.Watch(sessionID)
+		for _, e := range p.events(sessionID) {
+			if e.Kind == kind {
+				return e
+			}
+		}
+		select {
+		case <-ch:
+		case <-time.After(time.Second):
+		}
+	}
+	p.t.Fatalf("no %s event in session %s", kind, sessionID)
+	return helmrtype.SessionEvent{}
+}

@@ -1,0 +1,317 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+
+	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/store"
+)
+
+const metaCurrentDeployment = "current_deployment"
+
+// AgentIDPattern is the pattern every Agent ID matches.
+var AgentIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// deployment is a parsed, immutable Deployment.
+type deployment struct {
+	row      store.Deployment
+	manifest helmrtype.Manifest
+	agents   map[string]*helmrtype.AgentManifest
+}
+
+func parseDeployment(row *store.Deployment) (*deployment, error) {
+	d := &deployment{row: *row, agents: map[string]*helmrtype.AgentManifest{}}
+	if err := json.Unmarshal(row.Manifest, &d.manifest); err != nil {
+		return nil, fmt.Errorf("deployment %s: manifest: %w", row.ID, err)
+	}
+	for i := range d.manifest.Agents {
+		a := &d.manifest.Agents[i]
+		d.agents[a.ID] = a
+	}
+	return d, nil
+}
+
+// ValidateManifest checks a manifest before it is published.
+func ValidateManifest(m *helmrtype.Manifest) error {
+	if m.Version != helmrtype.ManifestVersion {
+		return invalid("manifest version %q is not %q", m.Version, helmrtype.ManifestVersion)
+	}
+	if len(m.Agents) == 0 {
+		return invalid("the manifest declares no agents")
+	}
+	templates := map[string]bool{}
+	for _, t := range m.Templates {
+		templates[t.ID] = true
+	}
+	seen := map[string]bool{}
+	for _, a := range m.Agents {
+		if !AgentIDPattern.MatchString(a.ID) {
+			return invalid("agent id %q does not match %s", a.ID, AgentIDPattern)
+		}
+		if seen[a.ID] {
+			return invalid("agent id %q is declared twice", a.ID)
+		}
+		seen[a.ID] = true
+		if !templates[a.Template] {
+			return invalid("agent %q uses template %q, which the manifest does not declare", a.ID, a.Template)
+		}
+		if a.InputKind != helmrtype.InputKindText && a.InputKind != helmrtype.InputKindJSON {
+			return invalid("agent %q: input_kind must be text or json", a.ID)
+		}
+		for _, r := range []string{a.CloseAfterIdle, a.HibernateAfterIdle} {
+			if _, _, err := helmrtype.ParseRetention(r); err != nil {
+				return invalid("agent %q: %v", a.ID, err)
+			}
+		}
+		if a.MaxTurnDuration != "" {
+			if _, err := helmrtype.ParseDuration(a.MaxTurnDuration); err != nil {
+				return invalid("agent %q: max_turn_duration: %v", a.ID, err)
+			}
+		}
+	}
+	return nil
+}
+
+// PublishDeployment stores a Deployment for a binary with the given digest
+// (reusing an existing one with the same digest) and makes it current.
+func (e *Engine) PublishDeployment(ctx context.Context, digest string, manifest helmrtype.Manifest, binaryPath string) (*helmrtype.Deployment, error) {
+	if err := ValidateManifest(&manifest); err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(manifest)
+	if err != nil {
+		return nil, err
+	}
+	var row *store.Deployment
+	err = e.store.Update(ctx, func(tx store.Tx) error {
+		existing, err := tx.GetDeploymentByDigest(ctx, digest)
+		switch {
+		case err == nil:
+			row = existing
+		case errors.Is(err, store.ErrNotFound):
+			row = &store.Deployment{ID: newID(), Digest: digest, Manifest: raw, BinaryPath: binaryPath, CreatedAt: e.Now()}
+			if err := tx.InsertDeployment(ctx, row); err != nil {
+				return err
+			}
+		default:
+			return err
+		}
+		return tx.PutMeta(ctx, metaCurrentDeployment, row.ID)
+	})
+	if err != nil {
+		return nil, err
+	}
+	d, err := e.cacheDeployment(row)
+	if err != nil {
+		return nil, err
+	}
+	return d.info(true), nil
+}
+
+func (e *Engine) cacheDeployment(row *store.Deployment) (*deployment, error) {
+	if d, ok := e.deps.Load(row.ID); ok {
+		return d.(*deployment), nil
+	}
+	d, err := parseDeployment(row)
+	if err != nil {
+		return nil, err
+	}
+	e.deps.Store(row.ID, d)
+	return d, nil
+}
+
+// deploymentTx loads a Deployment by ID inside tx, from the cache when it can.
+func (e *Engine) deploymentTx(ctx context.Context, tx store.Tx, id string) (*deployment, error) {
+	if d, ok := e.deps.Load(id); ok {
+		return d.(*deployment), nil
+	}
+	row, err := tx.GetDeployment(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, notFound("deployment", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return e.cacheDeployment(row)
+}
+
+func (e *Engine) currentDeploymentTx(ctx context.Context, tx store.Tx) (*deployment, error) {
+	id, err := tx.GetMeta(ctx, metaCurrentDeployment)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, helmrtype.Errorf(helmrtype.CodeNoDeployment, "nothing is deployed yet; run helmr deploy or helmr dev")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return e.deploymentTx(ctx, tx, id)
+}
+
+func (d *deployment) info(current bool) *helmrtype.Deployment {
+	names := make([]string, 0, len(d.agents))
+	for id := range d.agents {
+		names = append(names, id)
+	}
+	sort.Strings(names)
+	return &helmrtype.Deployment{ID: d.row.ID, Digest: d.row.Digest, Current: current, Agents: names, Manifest: d.manifest, CreatedAt: d.row.CreatedAt}
+}
+
+func (d *deployment) agentInfo(a *helmrtype.AgentManifest) helmrtype.AgentInfo {
+	mcp := a.RuntimeMCP
+	if len(mcp) == 0 {
+		mcp = json.RawMessage("null")
+	}
+	return helmrtype.AgentInfo{Agent: a.ID, Template: a.Template, DeploymentID: d.row.ID, InputKind: a.InputKind,
+		InputSchema: a.InputSchema, ResultSchema: a.ResultSchema, CloseAfterIdle: a.CloseAfterIdle,
+		HibernateAfterIdle: a.HibernateAfterIdle, MaxTurnDuration: a.MaxTurnDuration, RuntimeMCP: mcp}
+}
+
+// BinaryPath returns the path of a Deployment's binary.
+func (e *Engine) BinaryPath(ctx context.Context, deploymentID string) (string, error) {
+	var path string
+	err := e.store.View(ctx, func(tx store.Tx) error {
+		d, err := e.deploymentTx(ctx, tx, deploymentID)
+		if err == nil {
+			path = d.row.BinaryPath
+		}
+		return err
+	})
+	return path, err
+}
+
+// GetDeployment returns one Deployment; "current" names the current one.
+func (e *Engine) GetDeployment(ctx context.Context, id string) (*helmrtype.Deployment, error) {
+	var out *helmrtype.Deployment
+	err := e.store.View(ctx, func(tx store.Tx) error {
+		cur, err := e.currentDeploymentTx(ctx, tx)
+		if id == "current" {
+			if err != nil {
+				return err
+			}
+			out = cur.info(true)
+			return nil
+		}
+		d, err2 := e.deploymentTx(ctx, tx, id)
+		if err2 != nil {
+			return err2
+		}
+		out = d.info(err == nil && cur.row.ID == d.row.ID)
+		return nil
+	})
+	return out, err
+}
+
+// ListDeployments lists Deployments newest first.
+func (e *Engine) ListDeployments(ctx context.Context, cursor string, limit int) (*helmrtype.DeploymentPage, error) {
+	limit, err := pageLimit(limit, 100)
+	if err != nil {
+		return nil, err
+	}
+	page := &helmrtype.DeploymentPage{Deployments: []helmrtype.Deployment{}}
+	err = e.store.View(ctx, func(tx store.Tx) error {
+		curID, _ := tx.GetMeta(ctx, metaCurrentDeployment)
+		rows, err := tx.ListDeployments(ctx, cursor, limit+1)
+		if err != nil {
+			return err
+		}
+		if len(rows) > limit {
+			rows = rows[:limit]
+			page.NextCursor = rows[limit-1].ID
+		}
+		for i := range rows {
+			d, err := e.cacheDeployment(&rows[i])
+			if err != nil {
+				return err
+			}
+			page.Deployments = append(page.Deployments, *d.info(d.row.ID == curID))
+		}
+		return nil
+	})
+	return page, err
+}
+
+// ListAgents lists the Agents of a Deployment (the current one when
+// deploymentID is empty), sorted by ID. The cursor is the last Agent ID seen.
+func (e *Engine) ListAgents(ctx context.Context, deploymentID, cursor string, limit int) (*helmrtype.AgentPage, error) {
+	limit, err := pageLimit(limit, 50)
+	if err != nil {
+		return nil, err
+	}
+	if cursor != "" {
+		dep, after, ok := cutCursor(cursor)
+		if !ok {
+			return nil, invalid("cursor is not valid")
+		}
+		deploymentID, cursor = dep, after
+	}
+	var page *helmrtype.AgentPage
+	err = e.store.View(ctx, func(tx store.Tx) error {
+		d, err := e.pickDeployment(ctx, tx, deploymentID)
+		if err != nil {
+			return err
+		}
+		info := d.info(false)
+		page = &helmrtype.AgentPage{DeploymentID: d.row.ID, Agents: []helmrtype.AgentInfo{}}
+		for _, id := range info.Agents {
+			if id <= cursor {
+				continue
+			}
+			if len(page.Agents) == limit {
+				page.NextCursor = d.row.ID + "~" + page.Agents[limit-1].Agent
+				break
+			}
+			page.Agents = append(page.Agents, d.agentInfo(d.agents[id]))
+		}
+		return nil
+	})
+	return page, err
+}
+
+func cutCursor(c string) (string, string, bool) {
+	for i := 0; i < len(c); i++ {
+		if c[i] == '~' {
+			return c[:i], c[i+1:], true
+		}
+	}
+	return "", "", false
+}
+
+func (e *Engine) pickDeployment(ctx context.Context, tx store.Tx, id string) (*deployment, error) {
+	if id == "" || id == "current" {
+		return e.currentDeploymentTx(ctx, tx)
+	}
+	return e.deploymentTx(ctx, tx, id)
+}
+
+// GetAgent returns one Agent of a Deployment (the current one when empty).
+func (e *Engine) GetAgent(ctx context.Context, agentID, deploymentID string) (*helmrtype.AgentInfo, error) {
+	var out *helmrtype.AgentInfo
+	err := e.store.View(ctx, func(tx store.Tx) error {
+		d, err := e.pickDeployment(ctx, tx, deploymentID)
+		if err != nil {
+			return err
+		}
+		a, ok := d.agents[agentID]
+		if !ok {
+			return notFound("agent", agentID)
+		}
+		info := d.agentInfo(a)
+		out = &info
+		return nil
+	})
+	return out, err
+}
+
+func pageLimit(limit, def int) (int, error) {
+	if limit == 0 {
+		return def, nil
+	}
+	if limit < 1 || limit > 100 {
+		return 0, invalid("limit must be between 1 and 100")
+	}
+	return limit, nil
+}

@@ -1,0 +1,257 @@
+// Package engine is the one place where Sessions, Turns, messages and
+// deployments change state. Every transition is one store transaction that
+// updates rows and appends the Session's events; after it commits, the
+// engine wakes watchers (event streams, waiters) and the supervisor.
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/store"
+)
+
+// Clock tells the time; tests inject their own.
+type Clock interface {
+	Now() time.Time
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// SystemClock is the wall clock.
+var SystemClock Clock = systemClock{}
+
+// Notifier is told about committed changes that need action: a Session has
+// runnable work, a message to deliver, or a Turn to interrupt.
+type Notifier interface {
+	SessionWork(sessionID string)
+	TurnMessage(sessionID, turnID string)
+	TurnInterrupt(sessionID, turnID string)
+}
+
+type nopNotifier struct{}
+
+func (nopNotifier) SessionWork(string)           {}
+func (nopNotifier) TurnMessage(string, string)   {}
+func (nopNotifier) TurnInterrupt(string, string) {}
+
+// Options configure New.
+type Options struct {
+	Clock  Clock
+	Logger *slog.Logger
+}
+
+// Engine applies state transitions to the store.
+type Engine struct {
+	store store.Store
+	clock Clock
+	log   *slog.Logger
+	hub   hub
+
+	mu       sync.RWMutex
+	notifier Notifier
+
+	keys sync.Map // API key hash → *store.APIKey
+	deps sync.Map // deployment ID → *deployment (immutable)
+}
+
+// New returns an engine over s.
+func New(s store.Store, opts Options) *Engine {
+	if opts.Clock == nil {
+		opts.Clock = SystemClock
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Engine{store: s, clock: opts.Clock, log: opts.Logger, notifier: nopNotifier{}, hub: hub{m: map[string]chan struct{}{}}}
+}
+
+// SetNotifier sets who is told about runnable work; the supervisor.
+func (e *Engine) SetNotifier(n Notifier) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.notifier = n
+}
+
+func (e *Engine) notify() Notifier {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.notifier
+}
+
+// Store returns the engine's store.
+func (e *Engine) Store() store.Store { return e.store }
+
+// Now is the engine clock's time, truncated to microseconds as stored.
+func (e *Engine) Now() time.Time { return e.clock.Now().UTC().Truncate(time.Microsecond) }
+
+// Watch returns a channel that is closed at the next committed change of
+// the Session's timeline or state.
+func (e *Engine) Watch(sessionID string) <-chan struct{} { return e.hub.watch(sessionID) }
+
+func newID() string { return uuid.Must(uuid.NewV7()).String() }
+
+func notFound(what, id string) error {
+	return &helmrtype.Error{Code: helmrtype.CodeNotFound, Message: what + " " + id + " not found", Details: map[string]any{"id": id}}
+}
+
+func invalid(format string, args ...any) error {
+	return helmrtype.Errorf(helmrtype.CodeInvalidRequest, format, args...)
+}
+
+// hub wakes watchers of a Session.
+type hub struct {
+	mu sync.Mutex
+	m  map[string]chan struct{}
+}
+
+func (h *hub) watch(id string) <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ch, ok := h.m[id]
+	if !ok {
+		ch = make(chan struct{})
+		h.m[id] = ch
+	}
+	return ch
+}
+
+func (h *hub) wake(id string) {
+	h.mu.Lock()
+	ch, ok := h.m[id]
+	delete(h.m, id)
+	h.mu.Unlock()
+	if ok {
+		close(ch)
+	}
+}
+
+// appendEvent adds one event to the Session's timeline inside tx.
+func (e *Engine) appendEvent(ctx context.Context, tx store.Tx, sessionID, turnID, kind string, data any, now time.Time) (int64, error) {
+	var raw json.RawMessage
+	switch d := data.(type) {
+	case nil:
+		raw = json.RawMessage("{}")
+	case json.RawMessage:
+		raw = d
+	default:
+		b, err := json.Marshal(d)
+		if err != nil {
+			return 0, err
+		}
+		raw = b
+	}
+	ev := &store.Event{SessionID: sessionID, TurnID: turnID, Kind: kind, Data: raw, CreatedAt: now}
+	if err := tx.AppendEvent(ctx, ev); err != nil {
+		return 0, err
+	}
+	return ev.Sequence, nil
+}
+
+// digest is the canonical digest of a request for idempotency checks.
+func digest(v any) string {
+	b, _ := json.Marshal(v)
+	var anyv any
+	if json.Unmarshal(b, &anyv) == nil {
+		b, _ = json.Marshal(anyv) // maps marshal with sorted keys: canonical
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// idempotent runs do once per (scope, key): a replay with the same request
+// returns the stored receipt into out; another request is a conflict.
+func idempotent[T any](ctx context.Context, tx store.Tx, now time.Time, scope, key string, req any, do func() (T, error)) (T, bool, error) {
+	var zero T
+	if key == "" {
+		v, err := do()
+		return v, false, err
+	}
+	if len(key) > 256 {
+		return zero, false, invalid("idempotency_key is longer than 256 bytes")
+	}
+	d := digest(req)
+	prev, err := tx.GetIdempotency(ctx, scope, key)
+	switch {
+	case err == nil:
+		if prev.Digest != d {
+			return zero, false, &helmrtype.Error{Code: helmrtype.CodeIdempotencyConflict,
+				Message: "idempotency_key " + key + " was used with a different request"}
+		}
+		var out T
+		if err := json.Unmarshal(prev.Response, &out); err != nil {
+			return zero, false, err
+		}
+		return out, true, nil
+	case !errors.Is(err, store.ErrNotFound):
+		return zero, false, err
+	}
+	v, err := do()
+	if err != nil {
+		return zero, false, err
+	}
+	resp, err := json.Marshal(v)
+	if err != nil {
+		return zero, false, err
+	}
+	if err := tx.InsertIdempotency(ctx, &store.Idempotency{Scope: scope, Key: key, Digest: d, Response: resp, CreatedAt: now}); err != nil {
+		return zero, false, err
+	}
+	return v, false, nil
+}
+
+// NewSecret returns a random credential with the given prefix and its hash.
+func NewSecret(prefix string) (secret, hash string) {
+	b := make([]byte, 24)
+	rand.Read(b)
+	secret = prefix + hex.EncodeToString(b)
+	return secret, HashSecret(secret)
+}
+
+// HashSecret is the stored hash of a credential.
+func HashSecret(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
+}
+
+// CreateAPIKey stores a new API key and returns its plaintext, shown once.
+func (e *Engine) CreateAPIKey(ctx context.Context, name string) (string, error) {
+	secret, hash := NewSecret("hlmr_sk_")
+	err := e.store.Update(ctx, func(tx store.Tx) error {
+		return tx.InsertAPIKey(ctx, &store.APIKey{ID: newID(), Name: name, Hash: hash, CreatedAt: e.Now()})
+	})
+	return secret, err
+}
+
+// Authenticate returns the API key whose plaintext is secret.
+func (e *Engine) Authenticate(ctx context.Context, secret string) (*store.APIKey, error) {
+	hash := HashSecret(secret)
+	if k, ok := e.keys.Load(hash); ok {
+		return k.(*store.APIKey), nil
+	}
+	var k *store.APIKey
+	err := e.store.View(ctx, func(tx store.Tx) error {
+		var err error
+		k, err = tx.GetAPIKeyByHash(ctx, hash)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, helmrtype.Errorf(helmrtype.CodeUnauthorized, "the API key is not valid")
+	}
+	if err != nil {
+		return nil, err
+	}
+	e.keys.Store(hash, k)
+	return k, nil
+}

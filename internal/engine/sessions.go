@@ -1,0 +1,463 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/store"
+)
+
+// Caller identifies who makes a request, for input sources.
+type Caller struct {
+	Source helmrtype.InputSource
+}
+
+// APICaller is a request made with an API key.
+var APICaller = Caller{Source: helmrtype.InputSource{Kind: helmrtype.SourceAPIKey}}
+
+// checkInput validates Turn input for an Agent and returns its canonical JSON.
+func checkInput(a *helmrtype.AgentManifest, raw json.RawMessage) (json.RawMessage, error) {
+	if len(raw) > helmrtype.MaxInputBytes {
+		return nil, &helmrtype.Error{Code: helmrtype.CodeInputInvalid, Message: "input is " + strconv.Itoa(len(raw)) + " bytes; the limit is " + strconv.Itoa(helmrtype.MaxInputBytes)}
+	}
+	if a.InputKind == helmrtype.InputKindText {
+		c, err := helmrtype.ParseContent(raw, helmrtype.MaxInputBytes, true)
+		if err != nil {
+			return nil, &helmrtype.Error{Code: helmrtype.CodeInputInvalid, Message: "agent " + a.ID + " takes text input content ([{\"type\":\"text\",\"text\":…}]): " + err.Error()}
+		}
+		return json.Marshal(c)
+	}
+	if !json.Valid(raw) {
+		return nil, &helmrtype.Error{Code: helmrtype.CodeInputInvalid, Message: "input is not valid JSON"}
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, &helmrtype.Error{Code: helmrtype.CodeInputInvalid, Message: err.Error()}
+	}
+	return buf.Bytes(), nil
+}
+
+func hasInput(raw json.RawMessage) bool {
+	return len(bytes.TrimSpace(raw)) > 0
+}
+
+// CreateSession admits a new Session pinned to the current Deployment, with
+// its initial Turn when input is given.
+func (e *Engine) CreateSession(ctx context.Context, req helmrtype.SessionCreateRequest, caller Caller) (*helmrtype.SessionCreateReceipt, error) {
+	if req.Agent == "" {
+		return nil, invalid("agent is required")
+	}
+	if len(req.Key) > 256 {
+		return nil, invalid("key is longer than 256 bytes")
+	}
+	if req.ComputerID != "" {
+		return nil, &helmrtype.Error{Code: helmrtype.CodeNotFound, Message: "computer " + req.ComputerID + " not found", Details: map[string]any{"id": req.ComputerID}}
+	}
+	var receipt *helmrtype.SessionCreateReceipt
+	var sessionID string
+	var created bool
+	err := e.store.Update(ctx, func(tx store.Tx) error {
+		now := e.Now()
+		r, replay, err := idempotent(ctx, tx, now, "sessions.create", req.IdempotencyKey, req, func() (*helmrtype.SessionCreateReceipt, error) {
+			dep, err := e.currentDeploymentTx(ctx, tx)
+			if err != nil {
+				return nil, err
+			}
+			a, ok := dep.agents[req.Agent]
+			if !ok {
+				return nil, &helmrtype.Error{Code: helmrtype.CodeNotFound, Message: "agent " + req.Agent + " is not in the current deployment", Details: map[string]any{"agent": req.Agent, "deployment_id": dep.row.ID}}
+			}
+			var input json.RawMessage
+			if hasInput(req.Input) {
+				if input, err = checkInput(a, req.Input); err != nil {
+					return nil, err
+				}
+			}
+			if req.Key != "" {
+				if _, err := tx.GetSessionByKey(ctx, a.ID, req.Key); err == nil {
+					return nil, &helmrtype.Error{Code: helmrtype.CodeSessionKeyConflict, Message: "agent " + a.ID + " already has a session with key " + req.Key}
+				} else if !errors.Is(err, store.ErrNotFound) {
+					return nil, err
+				}
+			}
+			id := newID()
+			s := &store.Session{ID: id, DeploymentID: dep.row.ID, RootSessionID: id, Agent: a.ID, Template: a.Template,
+				Key: req.Key, Status: helmrtype.SessionOpen, CloseAfterIdle: a.CloseAfterIdle, HibernateAfterIdle: a.HibernateAfterIdle,
+				MaxTurnDuration: a.MaxTurnDuration, CreatedAt: now}
+			if caller.Source.Kind == helmrtype.SourceSession {
+				s.RequesterSessionID = caller.Source.RequesterSessionID
+			}
+			var turn *store.Turn
+			if input == nil {
+				s.IdleSince = &now
+			} else {
+				turn = &store.Turn{ID: newID(), SessionID: id, Sequence: 1}
+				s.InitialTurnID = turn.ID
+			}
+			if err := tx.InsertSession(ctx, s); err != nil {
+				if errors.Is(err, store.ErrDuplicate) {
+					return nil, &helmrtype.Error{Code: helmrtype.CodeSessionKeyConflict, Message: "agent " + a.ID + " already has a session with key " + req.Key}
+				}
+				return nil, err
+			}
+			if _, err := e.appendEvent(ctx, tx, id, "", helmrtype.EventSessionCreated, map[string]any{"agent": a.ID, "deployment_id": dep.row.ID}, now); err != nil {
+				return nil, err
+			}
+			out := &helmrtype.SessionCreateReceipt{}
+			if turn != nil {
+				if err := e.admitTurn(ctx, tx, turn, input, caller, now); err != nil {
+					return nil, err
+				}
+				ts := turnState(turn)
+				out.Turn = &ts
+			}
+			out.Session = sessionView(s, out.Turn)
+			return out, nil
+		})
+		if err != nil {
+			return err
+		}
+		receipt, created = r, !replay
+		sessionID = r.Session.ID
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if created {
+		e.hub.wake(sessionID)
+		if receipt.Turn != nil {
+			e.notify().SessionWork(sessionID)
+		}
+	}
+	return receipt, nil
+}
+
+// admitTurn inserts a queued Turn and its turn.queued event.
+func (e *Engine) admitTurn(ctx context.Context, tx store.Tx, t *store.Turn, input json.RawMessage, caller Caller, now time.Time) error {
+	src, err := json.Marshal(caller.Source)
+	if err != nil {
+		return err
+	}
+	t.Status, t.Input, t.Source, t.CreatedAt = helmrtype.TurnQueued, input, src, now
+	if err := tx.InsertTurn(ctx, t); err != nil {
+		return err
+	}
+	_, err = e.appendEvent(ctx, tx, t.SessionID, t.ID, helmrtype.EventTurnQueued,
+		map[string]any{"sequence": t.Sequence, "input": input, "source": caller.Source}, now)
+	return err
+}
+
+func (e *Engine) getSessionTx(ctx context.Context, tx store.Tx, id string) (*store.Session, error) {
+	s, err := tx.GetSession(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, notFound("session", id)
+	}
+	return s, err
+}
+
+// Enqueue always admits a new Turn at the end of the Session's FIFO.
+func (e *Engine) Enqueue(ctx context.Context, sessionID string, req helmrtype.EnqueueRequest, caller Caller) (*helmrtype.TurnState, error) {
+	if !hasInput(req.Input) {
+		return nil, &helmrtype.Error{Code: helmrtype.CodeInputInvalid, Message: "input is required"}
+	}
+	var out *helmrtype.TurnState
+	var replay bool
+	err := e.store.Update(ctx, func(tx store.Tx) error {
+		now := e.Now()
+		var err error
+		out, replay, err = idempotent(ctx, tx, now, "turns.enqueue:"+sessionID, req.IdempotencyKey, req, func() (*helmrtype.TurnState, error) {
+			s, err := e.getSessionTx(ctx, tx, sessionID)
+			if err != nil {
+				return nil, err
+			}
+			if s.Status != helmrtype.SessionOpen {
+				return nil, helmrtype.Errorf(helmrtype.CodeSessionClosed, "session %s is %s and admits no new turns", s.ID, s.Status)
+			}
+			dep, err := e.deploymentTx(ctx, tx, s.DeploymentID)
+			if err != nil {
+				return nil, err
+			}
+			a, ok := dep.agents[s.Agent]
+			if !ok {
+				return nil, notFound("agent", s.Agent)
+			}
+			input, err := checkInput(a, req.Input)
+			if err != nil {
+				return nil, err
+			}
+			seq, err := tx.MaxTurnSequence(ctx, sessionID)
+			if err != nil {
+				return nil, err
+			}
+			t := &store.Turn{ID: newID(), SessionID: sessionID, Sequence: seq + 1}
+			if err := e.admitTurn(ctx, tx, t, input, caller, now); err != nil {
+				return nil, err
+			}
+			if s.IdleSince != nil {
+				s.IdleSince = nil
+				if err := tx.UpdateSession(ctx, s); err != nil {
+					return nil, err
+				}
+			}
+			ts := turnState(t)
+			return &ts, nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !replay {
+		e.hub.wake(sessionID)
+		e.notify().SessionWork(sessionID)
+	}
+	return out, nil
+}
+
+func sessionView(s *store.Session, initial *helmrtype.TurnState) helmrtype.Session {
+	v := helmrtype.Session{ID: s.ID, DeploymentID: s.DeploymentID, RootSessionID: s.RootSessionID, Agent: s.Agent,
+		Template: s.Template, Key: s.Key, Status: s.Status, CloseAfterIdle: s.CloseAfterIdle,
+		HibernateAfterIdle: s.HibernateAfterIdle, MaxTurnDuration: s.MaxTurnDuration, IdleSince: s.IdleSince,
+		Holds: []helmrtype.Hold{}, CreatedAt: s.CreatedAt,
+		ComputerID: optional(s.ComputerID), ParentSessionID: optional(s.ParentSessionID), RequesterSessionID: optional(s.RequesterSessionID)}
+	if initial != nil {
+		v.InitialTurn = &helmrtype.TurnBrief{ID: initial.ID, Status: initial.Status}
+	}
+	return v
+}
+
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func turnState(t *store.Turn) helmrtype.TurnState {
+	ts := helmrtype.TurnState{ID: t.ID, SessionID: t.SessionID, Sequence: t.Sequence, Status: t.Status, Input: t.Input,
+		CreatedAt: t.CreatedAt, StartedAt: t.StartedAt, TerminalAt: t.TerminalAt}
+	if len(t.Source) > 0 {
+		json.Unmarshal(t.Source, &ts.Source)
+	}
+	if t.Status == helmrtype.TurnCompleted {
+		ts.Result = t.Result
+		if t.ResponseStaged {
+			ts.Response = helmrtype.Content{}
+			json.Unmarshal(t.Response, &ts.Response)
+		}
+	}
+	if t.ErrorCode != "" {
+		ts.Error = &helmrtype.TurnError{Code: helmrtype.Code(t.ErrorCode), Message: t.ErrorMessage}
+	}
+	return ts
+}
+
+func (e *Engine) sessionViewTx(ctx context.Context, tx store.Tx, s *store.Session) (helmrtype.Session, error) {
+	var initial *helmrtype.TurnState
+	if s.InitialTurnID != "" {
+		t, err := tx.GetTurn(ctx, s.ID, s.InitialTurnID)
+		if err != nil {
+			return helmrtype.Session{}, err
+		}
+		ts := turnState(t)
+		initial = &ts
+	}
+	return sessionView(s, initial), nil
+}
+
+// GetSession returns a Session's current state.
+func (e *Engine) GetSession(ctx context.Context, id string) (*helmrtype.Session, error) {
+	var out helmrtype.Session
+	err := e.store.View(ctx, func(tx store.Tx) error {
+		s, err := e.getSessionTx(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		out, err = e.sessionViewTx(ctx, tx, s)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// SessionQuery filters ListSessions.
+type SessionQuery struct {
+	Agent              string
+	Key                string
+	Statuses           []string
+	ParentSessionID    string
+	RequesterSessionID string
+	Cursor             string
+	Limit              int
+}
+
+// ListSessions lists Sessions in creation order.
+func (e *Engine) ListSessions(ctx context.Context, q SessionQuery) (*helmrtype.SessionPage, error) {
+	limit, err := pageLimit(q.Limit, 100)
+	if err != nil {
+		return nil, err
+	}
+	if q.Key != "" && q.Agent == "" {
+		return nil, invalid("key lookup needs agent")
+	}
+	if q.Key != "" && (q.Cursor != "" || q.ParentSessionID != "" || q.RequesterSessionID != "" || len(q.Statuses) > 0) {
+		return nil, invalid("an exact key lookup takes only agent and key")
+	}
+	for _, s := range q.Statuses {
+		if s != helmrtype.SessionOpen && s != helmrtype.SessionClosing && s != helmrtype.SessionClosed {
+			return nil, invalid("status %q is not open, closing or closed", s)
+		}
+	}
+	page := &helmrtype.SessionPage{Sessions: []helmrtype.Session{}}
+	err = e.store.View(ctx, func(tx store.Tx) error {
+		rows, err := tx.ListSessions(ctx, store.SessionFilter{Agent: q.Agent, Key: q.Key, Statuses: q.Statuses,
+			ParentSessionID: q.ParentSessionID, RequesterSessionID: q.RequesterSessionID, AfterID: q.Cursor, Limit: limit + 1})
+		if err != nil {
+			return err
+		}
+		if len(rows) > limit {
+			rows = rows[:limit]
+			page.NextCursor = rows[limit-1].ID
+		}
+		for i := range rows {
+			v, err := e.sessionViewTx(ctx, tx, &rows[i])
+			if err != nil {
+				return err
+			}
+			page.Sessions = append(page.Sessions, v)
+		}
+		return nil
+	})
+	return page, err
+}
+
+func (e *Engine) getTurnTx(ctx context.Context, tx store.Tx, sessionID, turnID string) (*store.Turn, error) {
+	t, err := tx.GetTurn(ctx, sessionID, turnID)
+	if errors.Is(err, store.ErrNotFound) {
+		if _, err := e.getSessionTx(ctx, tx, sessionID); err != nil {
+			return nil, err
+		}
+		return nil, notFound("turn", turnID)
+	}
+	return t, err
+}
+
+// GetTurn returns one Turn's state.
+func (e *Engine) GetTurn(ctx context.Context, sessionID, turnID string) (*helmrtype.TurnState, error) {
+	var out helmrtype.TurnState
+	err := e.store.View(ctx, func(tx store.Tx) error {
+		t, err := e.getTurnTx(ctx, tx, sessionID, turnID)
+		if err != nil {
+			return err
+		}
+		out = turnState(t)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListTurns lists a Session's Turns in admission order; the cursor is the
+// last sequence seen.
+func (e *Engine) ListTurns(ctx context.Context, sessionID, cursor string, limit int) (*helmrtype.TurnPage, error) {
+	limit, err := pageLimit(limit, 100)
+	if err != nil {
+		return nil, err
+	}
+	var after int64
+	if cursor != "" {
+		if after, err = strconv.ParseInt(cursor, 10, 64); err != nil || after < 0 {
+			return nil, invalid("cursor is not valid")
+		}
+	}
+	page := &helmrtype.TurnPage{Turns: []helmrtype.TurnState{}}
+	err = e.store.View(ctx, func(tx store.Tx) error {
+		if _, err := e.getSessionTx(ctx, tx, sessionID); err != nil {
+			return err
+		}
+		rows, err := tx.ListTurns(ctx, sessionID, after, limit+1)
+		if err != nil {
+			return err
+		}
+		if len(rows) > limit {
+			rows = rows[:limit]
+			page.NextCursor = strconv.FormatInt(rows[limit-1].Sequence, 10)
+		}
+		for i := range rows {
+			page.Turns = append(page.Turns, turnState(&rows[i]))
+		}
+		return nil
+	})
+	return page, err
+}
+
+// WaitTurn waits up to timeout for a Turn to settle. It never cancels it.
+func (e *Engine) WaitTurn(ctx context.Context, sessionID, turnID string, timeout time.Duration) (*helmrtype.TimedTurnWaitResult, error) {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		ch := e.Watch(sessionID)
+		t, err := e.GetTurn(ctx, sessionID, turnID)
+		if err != nil {
+			return nil, err
+		}
+		if helmrtype.TurnTerminal(t.Status) {
+			o := t.Outcome()
+			return &helmrtype.TimedTurnWaitResult{Status: helmrtype.WaitSettled, Outcome: &o}, nil
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			return &helmrtype.TimedTurnWaitResult{Status: helmrtype.WaitTimeout}, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// ListEvents returns one page of a Session's timeline after a sequence.
+func (e *Engine) ListEvents(ctx context.Context, sessionID string, after int64, limit int) (*helmrtype.SessionEventPage, error) {
+	if limit == 0 {
+		limit = 100
+	}
+	if limit < 1 || limit > 1000 {
+		return nil, invalid("limit must be between 1 and 1000")
+	}
+	if after < 0 {
+		return nil, invalid("after must be a non-negative integer")
+	}
+	page := &helmrtype.SessionEventPage{Records: []helmrtype.SessionEvent{}, NextAfter: after}
+	err := e.store.View(ctx, func(tx store.Tx) error {
+		if _, err := e.getSessionTx(ctx, tx, sessionID); err != nil {
+			return err
+		}
+		rows, err := tx.ListEvents(ctx, sessionID, after, limit+1)
+		if err != nil {
+			return err
+		}
+		if len(rows) > limit {
+			rows = rows[:limit]
+			page.HasMore = true
+		}
+		for _, r := range rows {
+			page.Records = append(page.Records, helmrtype.SessionEvent{SessionID: r.SessionID, TurnID: optional(r.TurnID),
+				Sequence: r.Sequence, CreatedAt: r.CreatedAt, Kind: r.Kind, Data: r.Data})
+			page.NextAfter = r.Sequence
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return page, nil
+}

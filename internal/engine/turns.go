@@ -1,0 +1,353 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+
+	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/store"
+)
+
+// Launch is what the supervisor needs to start a Session's process.
+type Launch struct {
+	Session  store.Session
+	Binary   string
+	Agent    helmrtype.AgentManifest
+	Recovery string
+}
+
+// PrepareLaunch assigns the Session a Computer when it has none and returns
+// what its process needs.
+func (e *Engine) PrepareLaunch(ctx context.Context, sessionID string) (*Launch, error) {
+	var out *Launch
+	err := e.store.Update(ctx, func(tx store.Tx) error {
+		s, err := e.getSessionTx(ctx, tx, sessionID)
+		if err != nil {
+			return err
+		}
+		dep, err := e.deploymentTx(ctx, tx, s.DeploymentID)
+		if err != nil {
+			return err
+		}
+		a, ok := dep.agents[s.Agent]
+		if !ok {
+			return notFound("agent", s.Agent)
+		}
+		if s.ComputerID == "" {
+			s.ComputerID = newID()
+			if err := tx.UpdateSession(ctx, s); err != nil {
+				return err
+			}
+		}
+		out = &Launch{Session: *s, Binary: dep.row.BinaryPath, Agent: *a, Recovery: "initial"}
+		return nil
+	})
+	return out, err
+}
+
+// StartNextTurn marks the Session's oldest queued Turn running and returns
+// it with the messages already sent to it. It returns nil when a Turn is
+// already running or none is queued.
+func (e *Engine) StartNextTurn(ctx context.Context, sessionID string) (*store.Turn, []store.Message, error) {
+	var turn *store.Turn
+	var msgs []store.Message
+	err := e.store.Update(ctx, func(tx store.Tx) error {
+		turn, msgs = nil, nil
+		if _, err := tx.FirstTurnWithStatus(ctx, sessionID, helmrtype.TurnRunning); err == nil {
+			return nil
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		t, err := tx.FirstTurnWithStatus(ctx, sessionID, helmrtype.TurnQueued)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		now := e.Now()
+		t.Status, t.StartedAt = helmrtype.TurnRunning, &now
+		if err := tx.UpdateTurn(ctx, t); err != nil {
+			return err
+		}
+		if _, err := e.appendEvent(ctx, tx, sessionID, t.ID, helmrtype.EventTurnRunning, nil, now); err != nil {
+			return err
+		}
+		if msgs, err = tx.PendingMessages(ctx, t.ID); err != nil {
+			return err
+		}
+		turn = t
+		return nil
+	})
+	if err == nil && turn != nil {
+		e.hub.wake(sessionID)
+	}
+	return turn, msgs, err
+}
+
+// runningTurnTx loads a Turn that process operations may change.
+func (e *Engine) runningTurnTx(ctx context.Context, tx store.Tx, sessionID, turnID string) (*store.Turn, error) {
+	t, err := e.getTurnTx(ctx, tx, sessionID, turnID)
+	if err != nil {
+		return nil, err
+	}
+	if t.Status != helmrtype.TurnRunning {
+		if helmrtype.TurnTerminal(t.Status) {
+			return nil, helmrtype.Errorf(helmrtype.CodeTurnSettled, "turn %s is %s", t.ID, t.Status)
+		}
+		return nil, helmrtype.Errorf(helmrtype.CodeTurnNotRunning, "turn %s is %s", t.ID, t.Status)
+	}
+	return t, nil
+}
+
+// AppendOutput appends Content to a running Turn's output and returns the
+// output record's event sequence. op numbers the process's operations on the
+// Turn; a repeated op is recognised and not applied twice (dup is true).
+func (e *Engine) AppendOutput(ctx context.Context, sessionID, turnID string, op int64, content helmrtype.Content) (seq int64, dup bool, err error) {
+	if err := content.Check(); err != nil {
+		return 0, false, &helmrtype.Error{Code: helmrtype.CodeLimitExceeded, Message: "output: " + err.Error()}
+	}
+	raw, err := json.Marshal(map[string]any{"content": content})
+	if err != nil {
+		return 0, false, err
+	}
+	size := int64(content.EncodedSize())
+	err = e.store.Update(ctx, func(tx store.Tx) error {
+		t, err := e.runningTurnTx(ctx, tx, sessionID, turnID)
+		if err != nil {
+			return err
+		}
+		if op <= t.LastOp {
+			dup = true
+			return nil
+		}
+		if t.OutputBytes+size > helmrtype.MaxTurnOutputBytes {
+			return &helmrtype.Error{Code: helmrtype.CodeLimitExceeded, Message: "output: the turn's output budget of " +
+				strconv.Itoa(helmrtype.MaxTurnOutputBytes) + " bytes would be exceeded",
+				Details: map[string]any{"used": t.OutputBytes, "size": size}}
+		}
+		now := e.Now()
+		if seq, err = e.appendEvent(ctx, tx, sessionID, turnID, helmrtype.EventTurnOutput, json.RawMessage(raw), now); err != nil {
+			return err
+		}
+		t.OutputBytes += size
+		t.LastOp = op
+		return tx.UpdateTurn(ctx, t)
+	})
+	if err == nil && !dup {
+		e.hub.wake(sessionID)
+	}
+	return seq, dup, err
+}
+
+// StageResponse stages a running Turn's human response, published when the
+// Turn completes. A second response is response_already_staged.
+func (e *Engine) StageResponse(ctx context.Context, sessionID, turnID string, op int64, content helmrtype.Content) error {
+	if len(content) > helmrtype.MaxContentParts {
+		return helmrtype.Errorf(helmrtype.CodeLimitExceeded, "response has %d parts; the limit is %d", len(content), helmrtype.MaxContentParts)
+	}
+	if content == nil {
+		content = helmrtype.Content{}
+	}
+	raw, err := json.Marshal(content)
+	if err != nil {
+		return err
+	}
+	if len(raw) > helmrtype.MaxResponseBytes {
+		return helmrtype.Errorf(helmrtype.CodeLimitExceeded, "response is %d bytes of JSON; the limit is %d", len(raw), helmrtype.MaxResponseBytes)
+	}
+	return e.store.Update(ctx, func(tx store.Tx) error {
+		t, err := e.runningTurnTx(ctx, tx, sessionID, turnID)
+		if err != nil {
+			return err
+		}
+		if op <= t.LastOp {
+			return nil
+		}
+		if t.ResponseStaged {
+			return helmrtype.Errorf(helmrtype.CodeResponseAlreadyStaged, "turn %s already has a staged response", turnID)
+		}
+		t.Response, t.ResponseStaged, t.LastOp = raw, true, op
+		return tx.UpdateTurn(ctx, t)
+	})
+}
+
+// Settlement is how a running Turn ended.
+type Settlement struct {
+	Status string // completed, failed or interrupted
+	Result json.RawMessage
+	Error  *helmrtype.TurnError
+}
+
+// SettleTurn records a running Turn's end. A completed Turn publishes its
+// staged response; other outcomes suppress it. Messages never delivered are
+// rejected.
+func (e *Engine) SettleTurn(ctx context.Context, sessionID, turnID string, op int64, st Settlement) error {
+	switch st.Status {
+	case helmrtype.TurnCompleted:
+		if len(st.Result) == 0 {
+			st.Result = json.RawMessage("null")
+		}
+		if len(st.Result) > helmrtype.MaxResultBytes || !json.Valid(st.Result) {
+			st = Settlement{Status: helmrtype.TurnFailed, Error: &helmrtype.TurnError{Code: helmrtype.CodeResultInvalid,
+				Message: "the result is not JSON of at most " + strconv.Itoa(helmrtype.MaxResultBytes) + " bytes"}}
+		}
+	case helmrtype.TurnFailed, helmrtype.TurnInterrupted:
+		if st.Error == nil {
+			st.Error = &helmrtype.TurnError{Code: helmrtype.CodeHandlerFailed}
+		}
+	default:
+		return invalid("a turn settles completed, failed or interrupted, not %q", st.Status)
+	}
+	err := e.store.Update(ctx, func(tx store.Tx) error {
+		t, err := e.runningTurnTx(ctx, tx, sessionID, turnID)
+		if err != nil {
+			return err
+		}
+		if op > 0 && op <= t.LastOp {
+			return nil
+		}
+		if op > 0 {
+			t.LastOp = op
+		}
+		return e.settleTx(ctx, tx, t, st)
+	})
+	if err == nil {
+		e.hub.wake(sessionID)
+	}
+	return err
+}
+
+func (e *Engine) settleTx(ctx context.Context, tx store.Tx, t *store.Turn, st Settlement) error {
+	now := e.Now()
+	t.Status, t.TerminalAt = st.Status, &now
+	data := map[string]any{}
+	if st.Status == helmrtype.TurnCompleted {
+		t.Result = st.Result
+		data["result"] = st.Result
+		if t.ResponseStaged {
+			data["response"] = t.Response
+		}
+	} else {
+		t.Result = nil
+		t.Response, t.ResponseStaged = nil, false
+		t.ErrorCode, t.ErrorMessage = string(st.Error.Code), st.Error.Message
+		data["error"] = st.Error
+	}
+	if err := tx.UpdateTurn(ctx, t); err != nil {
+		return err
+	}
+	if _, err := e.appendEvent(ctx, tx, t.SessionID, t.ID, helmrtype.TurnEventKind(st.Status), data, now); err != nil {
+		return err
+	}
+	msgs, err := tx.PendingMessages(ctx, t.ID)
+	if err != nil {
+		return err
+	}
+	for i := range msgs {
+		if err := e.rejectMessageTx(ctx, tx, &msgs[i], "turn_settled", "the turn settled before the message was delivered", now); err != nil {
+			return err
+		}
+	}
+	// The Session is idle when nothing is queued behind this Turn.
+	if _, err := tx.FirstTurnWithStatus(ctx, t.SessionID, helmrtype.TurnQueued); errors.Is(err, store.ErrNotFound) {
+		s, err := tx.GetSession(ctx, t.SessionID)
+		if err != nil {
+			return err
+		}
+		s.IdleSince = &now
+		return tx.UpdateSession(ctx, s)
+	} else if err != nil {
+		return err
+	}
+	return nil
+}
+
+// FailRunningTurn settles the Session's running Turn, if any, when its
+// process is gone, and records the process's end.
+func (e *Engine) FailRunningTurn(ctx context.Context, sessionID string, code helmrtype.Code, message string) error {
+	err := e.store.Update(ctx, func(tx store.Tx) error {
+		now := e.Now()
+		if _, err := e.appendEvent(ctx, tx, sessionID, "", helmrtype.EventProcessFailed, map[string]any{"error": helmrtype.TurnError{Code: code, Message: message}}, now); err != nil {
+			return err
+		}
+		t, err := tx.FirstTurnWithStatus(ctx, sessionID, helmrtype.TurnRunning)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return e.settleTx(ctx, tx, t, Settlement{Status: helmrtype.TurnFailed, Error: &helmrtype.TurnError{Code: code, Message: message}})
+	})
+	if err == nil {
+		e.hub.wake(sessionID)
+	}
+	return err
+}
+
+// ProcessStopped records that a Session's process ended in an orderly way.
+func (e *Engine) ProcessStopped(ctx context.Context, sessionID, reason string) error {
+	err := e.store.Update(ctx, func(tx store.Tx) error {
+		_, err := e.appendEvent(ctx, tx, sessionID, "", helmrtype.EventProcessStopped, map[string]any{"reason": reason}, e.Now())
+		return err
+	})
+	if err == nil {
+		e.hub.wake(sessionID)
+	}
+	return err
+}
+
+// Recover runs once when the control plane starts: Turns that were running
+// when it stopped lost their process and settle interrupted with
+// execution_lost (they are never replayed). It returns the Sessions that
+// still have queued Turns.
+func (e *Engine) Recover(ctx context.Context) ([]string, error) {
+	var ids []string
+	err := e.store.Update(ctx, func(tx store.Tx) error {
+		running, err := tx.TurnsWithStatus(ctx, helmrtype.TurnRunning)
+		if err != nil {
+			return err
+		}
+		for i := range running {
+			if err := e.settleTx(ctx, tx, &running[i], Settlement{Status: helmrtype.TurnInterrupted, Error: &helmrtype.TurnError{
+				Code: helmrtype.CodeExecutionLost, Message: "the control plane stopped while the turn ran; it is not replayed"}}); err != nil {
+				return err
+			}
+		}
+		ids, err = tx.SessionsWithWork(ctx)
+		return err
+	})
+	return ids, err
+}
+
+// QueuedWork reports whether the Session has a queued Turn.
+func (e *Engine) QueuedWork(ctx context.Context, sessionID string) (bool, error) {
+	var ok bool
+	err := e.store.View(ctx, func(tx store.Tx) error {
+		_, err := tx.FirstTurnWithStatus(ctx, sessionID, helmrtype.TurnQueued)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		ok = err == nil
+		return err
+	})
+	return ok, err
+}
+
+// RecordDeadline records that a running Turn reached its max_turn_duration.
+func (e *Engine) RecordDeadline(ctx context.Context, sessionID, turnID string) error {
+	err := e.store.Update(ctx, func(tx store.Tx) error {
+		if _, err := e.runningTurnTx(ctx, tx, sessionID, turnID); err != nil {
+			return err
+		}
+		_, err := e.appendEvent(ctx, tx, sessionID, turnID, helmrtype.EventSessionDeadline, nil, e.Now())
+		return err
+	})
+	if err == nil {
+		e.hub.wake(sessionID)
+	}
+	return err
+}

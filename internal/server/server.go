@@ -1,0 +1,426 @@
+// Package server is the control plane's HTTP face: the /v1 REST API with
+// API-key auth, JSON in snake_case, the error envelope, and SSE event
+// streams. Handlers decode, call the engine and encode; they decide no
+// state transition themselves.
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/deploy"
+	"github.com/helmr-go/helmr/internal/engine"
+)
+
+// maxJSONBody bounds a JSON request body.
+const maxJSONBody = 2 << 20
+
+// maxBinary bounds an uploaded agent binary.
+const maxBinary = 512 << 20
+
+// maxWait caps one wait request; clients loop for longer waits.
+const maxWait = 60 * time.Second
+
+// Options configure New.
+type Options struct {
+	Logger *slog.Logger
+	// DeploymentsDir keeps uploaded agent binaries.
+	DeploymentsDir string
+	// Ready reports readiness for /readyz; nil means always ready.
+	Ready func() error
+}
+
+// Server serves the REST API.
+type Server struct {
+	eng  *engine.Engine
+	log  *slog.Logger
+	opts Options
+	mux  *http.ServeMux
+}
+
+// New returns a Server over eng.
+func New(eng *engine.Engine, opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{eng: eng, log: opts.Logger, opts: opts, mux: http.NewServeMux()}
+	s.routes()
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+type handler func(w http.ResponseWriter, r *http.Request) error
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	s.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if s.opts.Ready != nil {
+			if err := s.opts.Ready(); err != nil {
+				s.writeError(w, r, &helmrtype.Error{Code: helmrtype.CodeUnavailable, Message: err.Error()})
+				return
+			}
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	})
+	for pattern, h := range map[string]handler{
+		"POST /v1/sessions":                                s.createSession,
+		"GET /v1/sessions":                                 s.listSessions,
+		"GET /v1/sessions/{id}":                            s.getSession,
+		"POST /v1/sessions/{id}/turns":                     s.enqueue,
+		"GET /v1/sessions/{id}/turns":                      s.listTurns,
+		"GET /v1/sessions/{id}/turns/{turn_id}":            s.getTurn,
+		"GET /v1/sessions/{id}/turns/{turn_id}/wait":       s.waitTurn,
+		"POST /v1/sessions/{id}/turns/{turn_id}/messages":  s.sendMessage,
+		"POST /v1/sessions/{id}/turns/{turn_id}/interrupt": s.interruptTurn,
+		"GET /v1/sessions/{id}/events":                     s.events,
+		"GET /v1/agents":                                   s.listAgents,
+		"GET /v1/agents/{id}":                              s.getAgent,
+		"GET /v1/deployments":                              s.listDeployments,
+		"GET /v1/deployments/{id}":                         s.getDeployment,
+		"POST /v1/deployments":                             s.createDeployment,
+	} {
+		s.mux.Handle(pattern, s.auth(h))
+	}
+	s.mux.Handle("/v1/", s.auth(func(w http.ResponseWriter, r *http.Request) error {
+		return &helmrtype.Error{Code: helmrtype.CodeNotFound, Message: "no route " + r.Method + " " + r.URL.Path}
+	}))
+}
+
+// auth checks the API key of every /v1 request.
+func (s *Server) auth(h handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || tok == "" {
+			s.writeError(w, r, helmrtype.Errorf(helmrtype.CodeUnauthorized, "send an API key as Authorization: Bearer <key>"))
+			return
+		}
+		if _, err := s.eng.Authenticate(r.Context(), tok); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if err := h(w, r); err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var he *helmrtype.Error
+	switch {
+	case errors.As(err, &he):
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		if r.Context().Err() != nil {
+			return // the client is gone
+		}
+		he = &helmrtype.Error{Code: helmrtype.CodeUnavailable, Message: "the request timed out"}
+	default:
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		he = &helmrtype.Error{Code: helmrtype.CodeInternal, Message: "internal error"}
+	}
+	writeJSON(w, helmrtype.HTTPStatus(he.Code), helmrtype.ErrorEnvelope{Error: he})
+}
+
+// decode reads a JSON body strictly: unknown fields and trailing data are errors.
+func decode(w http.ResponseWriter, r *http.Request, v any) error {
+	r.Body = http.MaxBytesReader(w, r.Body, maxJSONBody)
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return helmrtype.Errorf(helmrtype.CodeLimitExceeded, "the request body is larger than %d bytes", maxJSONBody)
+		}
+		if errors.Is(err, io.EOF) {
+			return helmrtype.Errorf(helmrtype.CodeInvalidRequest, "the request body is empty; send a JSON object")
+		}
+		return helmrtype.Errorf(helmrtype.CodeInvalidRequest, "the request body is not valid: %v", err)
+	}
+	if dec.More() {
+		return helmrtype.Errorf(helmrtype.CodeInvalidRequest, "the request body has data after the JSON object")
+	}
+	return nil
+}
+
+// decodeOptional is decode for bodies that may be empty.
+func decodeOptional(w http.ResponseWriter, r *http.Request, v any) error {
+	if r.ContentLength == 0 {
+		return nil
+	}
+	err := decode(w, r, v)
+	var he *helmrtype.Error
+	if errors.As(err, &he) && strings.Contains(he.Message, "body is empty") {
+		return nil
+	}
+	return err
+}
+
+func queryInt(r *http.Request, name string) (int, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, helmrtype.Errorf(helmrtype.CodeInvalidRequest, "%s must be an integer", name)
+	}
+	return n, nil
+}
+
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
+	var req helmrtype.SessionCreateRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	rec, err := s.eng.CreateSession(r.Context(), req, engine.APICaller)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, rec)
+	return nil
+}
+
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	limit, err := queryInt(r, "limit")
+	if err != nil {
+		return err
+	}
+	var statuses []string
+	for _, v := range q["status"] {
+		for _, s := range strings.Split(v, ",") {
+			if s != "" {
+				statuses = append(statuses, s)
+			}
+		}
+	}
+	page, err := s.eng.ListSessions(r.Context(), engine.SessionQuery{Agent: q.Get("agent"), Key: q.Get("key"), Statuses: statuses,
+		ParentSessionID: q.Get("parent_session_id"), RequesterSessionID: q.Get("requester_session_id"), Cursor: q.Get("cursor"), Limit: limit})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, page)
+	return nil
+}
+
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
+	v, err := s.eng.GetSession(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
+func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
+	var req helmrtype.EnqueueRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	t, err := s.eng.Enqueue(r.Context(), r.PathValue("id"), req, engine.APICaller)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, t)
+	return nil
+}
+
+func (s *Server) listTurns(w http.ResponseWriter, r *http.Request) error {
+	limit, err := queryInt(r, "limit")
+	if err != nil {
+		return err
+	}
+	page, err := s.eng.ListTurns(r.Context(), r.PathValue("id"), r.URL.Query().Get("cursor"), limit)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, page)
+	return nil
+}
+
+func (s *Server) getTurn(w http.ResponseWriter, r *http.Request) error {
+	t, err := s.eng.GetTurn(r.Context(), r.PathValue("id"), r.PathValue("turn_id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, t)
+	return nil
+}
+
+// parseWait parses a wait timeout: a Duration string ("30s", "1m", "500ms")
+// or a number of milliseconds.
+func parseWait(v string) (time.Duration, error) {
+	if v == "" {
+		return maxWait, nil
+	}
+	if ms, err := strconv.ParseInt(v, 10, 64); err == nil && ms >= 0 {
+		return time.Duration(ms) * time.Millisecond, nil
+	}
+	if v == "0s" || v == "0" {
+		return 0, nil
+	}
+	d, err := helmrtype.ParseDuration(v)
+	if err != nil {
+		return 0, helmrtype.Errorf(helmrtype.CodeInvalidRequest, "timeout: %v", err)
+	}
+	return d, nil
+}
+
+func (s *Server) waitTurn(w http.ResponseWriter, r *http.Request) error {
+	d, err := parseWait(r.URL.Query().Get("timeout"))
+	if err != nil {
+		return err
+	}
+	res, err := s.eng.WaitTurn(r.Context(), r.PathValue("id"), r.PathValue("turn_id"), min(d, maxWait))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request) error {
+	var req helmrtype.MessageRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	rec, err := s.eng.SendMessage(r.Context(), r.PathValue("id"), r.PathValue("turn_id"), req, engine.APICaller)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, rec)
+	return nil
+}
+
+func (s *Server) interruptTurn(w http.ResponseWriter, r *http.Request) error {
+	var req helmrtype.ControlRequest
+	if err := decodeOptional(w, r, &req); err != nil {
+		return err
+	}
+	rec, err := s.eng.InterruptTurn(r.Context(), r.PathValue("id"), r.PathValue("turn_id"), req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, rec)
+	return nil
+}
+
+func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) error {
+	limit, err := queryInt(r, "limit")
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	page, err := s.eng.ListAgents(r.Context(), q.Get("deployment_id"), q.Get("cursor"), limit)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, page)
+	return nil
+}
+
+func (s *Server) getAgent(w http.ResponseWriter, r *http.Request) error {
+	a, err := s.eng.GetAgent(r.Context(), r.PathValue("id"), r.URL.Query().Get("deployment_id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, a)
+	return nil
+}
+
+func (s *Server) listDeployments(w http.ResponseWriter, r *http.Request) error {
+	limit, err := queryInt(r, "limit")
+	if err != nil {
+		return err
+	}
+	page, err := s.eng.ListDeployments(r.Context(), r.URL.Query().Get("cursor"), limit)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, page)
+	return nil
+}
+
+func (s *Server) getDeployment(w http.ResponseWriter, r *http.Request) error {
+	d, err := s.eng.GetDeployment(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, d)
+	return nil
+}
+
+// createDeployment takes a multipart upload with the agent binary in the
+// part "binary". The manifest is read from the binary itself; a "manifest"
+// part, when sent, must agree with it.
+func (s *Server) createDeployment(w http.ResponseWriter, r *http.Request) error {
+	if s.opts.DeploymentsDir == "" {
+		return helmrtype.Errorf(helmrtype.CodeUnavailable, "this server takes no deployment uploads")
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxBinary)
+	mr, err := r.MultipartReader()
+	if err != nil {
+		return helmrtype.Errorf(helmrtype.CodeInvalidRequest, "send multipart/form-data with a part named binary: %v", err)
+	}
+	var digest, path string
+	var sent *helmrtype.Manifest
+	for {
+		part, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return helmrtype.Errorf(helmrtype.CodeInvalidRequest, "reading the upload: %v", err)
+		}
+		switch part.FormName() {
+		case "binary":
+			if digest, path, err = deploy.Store(s.opts.DeploymentsDir, part); err != nil {
+				return fmt.Errorf("store binary: %w", err)
+			}
+		case "manifest":
+			var m helmrtype.Manifest
+			if err := json.NewDecoder(io.LimitReader(part, maxJSONBody)).Decode(&m); err != nil {
+				return helmrtype.Errorf(helmrtype.CodeInvalidRequest, "manifest: %v", err)
+			}
+			sent = &m
+		}
+	}
+	if path == "" {
+		return helmrtype.Errorf(helmrtype.CodeInvalidRequest, "the upload has no part named binary")
+	}
+	m, err := deploy.ReadManifest(r.Context(), path)
+	if err != nil {
+		return err
+	}
+	if sent != nil {
+		a, _ := json.Marshal(sent)
+		b, _ := json.Marshal(m)
+		if string(a) != string(b) {
+			return helmrtype.Errorf(helmrtype.CodeInvalidRequest, "the manifest sent does not match the one the binary prints")
+		}
+	}
+	d, err := s.eng.PublishDeployment(r.Context(), digest, m, path)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, d)
+	return nil
+}

@@ -1,0 +1,325 @@
+// Package sessionproc is the session process's end of the session protocol:
+// it connects to the control plane, runs an Agent's init once and then one
+// Turn at a time, and carries output, responses, messages and cancellation.
+// The public SDK (package helmr) adapts typed Agents to it.
+package sessionproc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/protocol"
+)
+
+// CleanupPeriod is how long a cancelled Turn's handler and callbacks have to
+// drain together.
+const CleanupPeriod = 10 * time.Second
+
+// Agent is an Agent as the runtime sees it: untyped JSON in and out.
+type Agent interface {
+	// AgentID is the Agent's ID.
+	AgentID() string
+	// RunInit runs the Agent's init, returning its result (nil without init).
+	RunInit(ctx context.Context, info *Info) (any, error)
+	// RunTurn runs one Turn and returns its JSON result.
+	RunTurn(ctx context.Context, t *Turn, initResult any) (json.RawMessage, error)
+}
+
+// Info describes the Session a process serves.
+type Info struct {
+	SessionID      string
+	SessionKey     string
+	ParentID       string
+	ComputerID     string
+	DeploymentID   string
+	RecoveryKind   string
+	RecoveryReason string
+	// Ctx ends when the process shuts down.
+	Ctx context.Context
+}
+
+// Cancellation causes, seen through context.Cause on a Turn's ctx.
+var (
+	ErrInterrupted = helmrtype.Errorf(helmrtype.CodeInterrupted, "the turn was interrupted")
+	ErrDeadline    = helmrtype.Errorf(helmrtype.CodeDeadlineExceeded, "the turn reached its max turn duration")
+	ErrShutdown    = helmrtype.Errorf(helmrtype.CodeInterrupted, "the session process is shutting down")
+)
+
+// Rejecter is implemented by errors that reject a message without failing
+// the Turn (helmr.MessageRejected).
+type Rejecter interface{ RejectsMessage() bool }
+
+// Conn is a connected session process.
+type Conn struct {
+	ws     *websocket.Conn
+	agents map[string]Agent
+
+	mu      sync.Mutex
+	pending map[string]chan *protocol.Msg // by turn ID + op
+	closed  chan struct{}                 // closed when the connection is lost
+	turn    *Turn                         // the running Turn
+}
+
+// Dial connects to the protocol endpoint on a Unix socket.
+func Dial(ctx context.Context, socket, token string) (*websocket.Conn, error) {
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", socket)
+	}}}
+	ws, _, err := websocket.Dial(ctx, "ws://helmr"+protocol.Path, &websocket.DialOptions{
+		HTTPClient: client, Subprotocols: []string{protocol.Version},
+		HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
+	if err != nil {
+		return nil, fmt.Errorf("connect to the control plane: %w", err)
+	}
+	ws.SetReadLimit(32 << 20)
+	return ws, nil
+}
+
+// RunFromEnv connects with the variables the supervisor sets and serves
+// until shutdown. It is what helmr.Main runs inside a session process.
+func RunFromEnv(ctx context.Context, agents []Agent) error {
+	socket, token, agent := os.Getenv(protocol.EnvSocket), os.Getenv(protocol.EnvToken), os.Getenv(protocol.EnvAgent)
+	if socket == "" || token == "" {
+		return errors.New("not started by helmr: " + protocol.EnvSocket + " and " + protocol.EnvToken + " are unset")
+	}
+	ws, err := Dial(ctx, socket, token)
+	if err != nil {
+		return err
+	}
+	return Serve(ctx, ws, agent, agents)
+}
+
+// Serve runs the protocol on an open connection for the named Agent.
+func Serve(ctx context.Context, ws *websocket.Conn, agentID string, agents []Agent) error {
+	c := &Conn{ws: ws, agents: map[string]Agent{}, pending: map[string]chan *protocol.Msg{}, closed: make(chan struct{})}
+	for _, a := range agents {
+		c.agents[a.AgentID()] = a
+	}
+	defer ws.CloseNow()
+	procCtx, shutdown := context.WithCancelCause(ctx)
+	defer shutdown(nil)
+
+	if err := c.write(ctx, &protocol.Msg{Type: protocol.TypeHello, Protocol: protocol.Version, PID: os.Getpid()}); err != nil {
+		return err
+	}
+	m, err := c.read(ctx)
+	if err != nil {
+		return err
+	}
+	if m.Type != protocol.TypeWelcome || m.Welcome == nil {
+		return fmt.Errorf("protocol: want welcome, got %q", m.Type)
+	}
+	w := m.Welcome
+	if agentID == "" {
+		agentID = w.Agent
+	}
+	agent, ok := c.agents[agentID]
+	if !ok {
+		c.write(ctx, &protocol.Msg{Type: protocol.TypeInitFailed, Error: helmrtype.Errorf(helmrtype.CodeNotFound, "this binary has no agent %q", agentID)})
+		return fmt.Errorf("no agent %q", agentID)
+	}
+	info := &Info{SessionID: w.SessionID, SessionKey: w.SessionKey, ParentID: w.ParentID, ComputerID: w.ComputerID,
+		DeploymentID: w.DeploymentID, RecoveryKind: w.Recovery.Kind, RecoveryReason: w.Recovery.Reason, Ctx: procCtx}
+
+	// Read in the background: init may take long and a shutdown may come.
+	msgs := make(chan *protocol.Msg, 64)
+	readErr := make(chan error, 1)
+	go func() {
+		for {
+			m, err := c.read(ctx)
+			if err != nil {
+				readErr <- err
+				close(c.closed)
+				close(msgs)
+				return
+			}
+			if m.Type == protocol.TypeAck {
+				c.deliverAck(m)
+				continue
+			}
+			if m.Type == protocol.TypeShutdown {
+				shutdown(ErrShutdown)
+			}
+			msgs <- m
+		}
+	}()
+
+	initResult, err := safeInit(procCtx, agent, info)
+	if err != nil {
+		c.write(ctx, &protocol.Msg{Type: protocol.TypeInitFailed, Error: asError(err, helmrtype.CodeHandlerFailed)})
+		return fmt.Errorf("init: %w", err)
+	}
+	if err := c.write(ctx, &protocol.Msg{Type: protocol.TypeReady}); err != nil {
+		return err
+	}
+	var running sync.WaitGroup
+	defer running.Wait()
+	for {
+		var m *protocol.Msg
+		var ok bool
+		select {
+		case m, ok = <-msgs:
+			if !ok {
+				c.cancelTurn(ErrShutdown)
+				running.Wait()
+				err := <-readErr
+				if procCtx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("connection to the control plane lost: %w", err)
+			}
+		}
+		switch m.Type {
+		case protocol.TypeTurnStart:
+			t := newTurn(c, m.Turn, info)
+			c.mu.Lock()
+			c.turn = t
+			c.mu.Unlock()
+			running.Add(1)
+			go func() {
+				defer running.Done()
+				exit := c.runTurn(t, agent, initResult)
+				c.mu.Lock()
+				if c.turn == t {
+					c.turn = nil
+				}
+				c.mu.Unlock()
+				if exit {
+					// A callback failed or overran the cleanup period: the
+					// Session's process must not be reused.
+					os.Exit(3)
+				}
+			}()
+		case protocol.TypeMessage:
+			if t := c.current(m.TurnID); t != nil && m.Message != nil {
+				t.enqueueMessage(*m.Message)
+			}
+		case protocol.TypeCancel:
+			if t := c.current(m.TurnID); t != nil {
+				cause := ErrInterrupted
+				if m.Reason == protocol.ReasonDeadline {
+					cause = ErrDeadline
+				}
+				t.cancel(cause)
+			}
+		case protocol.TypeShutdown:
+			c.cancelTurn(ErrShutdown)
+			running.Wait()
+			ws.Close(websocket.StatusNormalClosure, "shutdown")
+			return nil
+		}
+	}
+}
+
+func safeInit(ctx context.Context, a Agent, info *Info) (res any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("init panicked: %v", r)
+		}
+	}()
+	return a.RunInit(ctx, info)
+}
+
+func (c *Conn) current(turnID string) *Turn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.turn != nil && c.turn.ID == turnID {
+		return c.turn
+	}
+	return nil
+}
+
+func (c *Conn) cancelTurn(cause error) {
+	c.mu.Lock()
+	t := c.turn
+	c.mu.Unlock()
+	if t != nil {
+		t.cancel(cause)
+	}
+}
+
+func (c *Conn) read(ctx context.Context) (*protocol.Msg, error) {
+	_, b, err := c.ws.Read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var m protocol.Msg
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("protocol: %w", err)
+	}
+	return &m, nil
+}
+
+func (c *Conn) write(ctx context.Context, m *protocol.Msg) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return c.ws.Write(ctx, websocket.MessageText, b)
+}
+
+func ackKey(turnID string, op int64) string { return fmt.Sprintf("%s/%d", turnID, op) }
+
+func (c *Conn) deliverAck(m *protocol.Msg) {
+	k := ackKey(m.TurnID, m.Op)
+	c.mu.Lock()
+	ch := c.pending[k]
+	delete(c.pending, k)
+	c.mu.Unlock()
+	if ch != nil {
+		ch <- m
+	}
+}
+
+// call sends an operation and waits for its ack. Operations are applied by
+// the server even if ctx ends first; ctx bounds only the wait.
+func (c *Conn) call(ctx context.Context, m *protocol.Msg) (*protocol.Msg, error) {
+	ch := make(chan *protocol.Msg, 1)
+	k := ackKey(m.TurnID, m.Op)
+	c.mu.Lock()
+	c.pending[k] = ch
+	c.mu.Unlock()
+	if err := c.write(context.WithoutCancel(ctx), m); err != nil {
+		c.mu.Lock()
+		delete(c.pending, k)
+		c.mu.Unlock()
+		return nil, err
+	}
+	wait := ctx
+	if ctx.Err() != nil {
+		// Cleanup work (OnCancel callbacks) runs with a cancelled Turn ctx;
+		// its operations still get their answer, within a bound.
+		var cancel context.CancelFunc
+		wait, cancel = context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+	}
+	select {
+	case a := <-ch:
+		if a.Error != nil {
+			return a, a.Error
+		}
+		return a, nil
+	case <-c.closed:
+		return nil, errors.New("connection to the control plane lost")
+	case <-wait.Done():
+		return nil, context.Cause(wait)
+	}
+}
+
+func asError(err error, def helmrtype.Code) *helmrtype.Error {
+	var he *helmrtype.Error
+	if errors.As(err, &he) {
+		return he
+	}
+	return &helmrtype.Error{Code: def, Message: err.Error()}
+}

@@ -1,0 +1,548 @@
+// Package supervisor makes sure that every Session with runnable work has a
+// running session process: it launches the Deployment's binary, serves the
+// process's end of the session protocol, dispatches Turns one at a time,
+// and notices at once when a process ends.
+package supervisor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/engine"
+	"github.com/helmr-go/helmr/internal/protocol"
+)
+
+// CleanupPeriod is how long a Turn's handler and OnCancel callbacks have to
+// drain after cancellation before the process is terminated.
+const CleanupPeriod = 10 * time.Second
+
+// killGrace is added to CleanupPeriod before the supervisor stops waiting
+// for a cancelled Turn to settle.
+const killGrace = 2 * time.Second
+
+// Options configure New.
+type Options struct {
+	// SocketPath is the Unix socket where processes reach the protocol endpoint.
+	SocketPath string
+	Logger     *slog.Logger
+}
+
+// Supervisor runs session processes.
+type Supervisor struct {
+	eng      *engine.Engine
+	launcher Launcher
+	log      *slog.Logger
+	socket   string
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	procs   map[string]*proc // by session ID
+	tokens  map[string]*proc // by process token
+	closing bool
+}
+
+// New returns a Supervisor and registers it with the engine.
+func New(eng *engine.Engine, l Launcher, opts Options) *Supervisor {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Supervisor{eng: eng, launcher: l, log: opts.Logger, socket: opts.SocketPath, ctx: ctx, cancel: cancel,
+		procs: map[string]*proc{}, tokens: map[string]*proc{}}
+	eng.SetNotifier(s)
+	return s
+}
+
+type procState int
+
+const (
+	stateStarting procState = iota
+	stateReady
+	stateStopping
+	stateDead
+)
+
+// proc is one session process and its connection.
+type proc struct {
+	sessionID string
+	token     string
+	launch    *engine.Launch
+	process   Process
+
+	mu        sync.Mutex
+	state     procState
+	conn      *websocket.Conn
+	running   string // the Turn the process runs, "" when idle
+	cancelled bool   // a cancel was sent for running
+	killTimer *time.Timer
+	deadline  *time.Timer
+	exitErr   error
+	expected  bool // the process was asked to stop
+}
+
+// SessionWork starts or wakes the Session's process when it has queued Turns.
+func (s *Supervisor) SessionWork(sessionID string) {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return
+	}
+	p, ok := s.procs[sessionID]
+	if !ok {
+		_, secretHash := engine.NewSecret("hlmr_proc_")
+		p = &proc{sessionID: sessionID, token: secretHash}
+		s.procs[sessionID] = p
+		s.tokens[p.token] = p
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.start(p)
+		return
+	}
+	s.mu.Unlock()
+	s.dispatch(p)
+}
+
+// TurnMessage delivers admitted messages when the Turn runs now.
+func (s *Supervisor) TurnMessage(sessionID, turnID string) {
+	p := s.get(sessionID)
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	running := p.running == turnID && p.state == stateReady
+	p.mu.Unlock()
+	if running {
+		s.sendPending(p, turnID)
+	}
+}
+
+// TurnInterrupt cancels the Turn if the Session's process runs it.
+func (s *Supervisor) TurnInterrupt(sessionID, turnID string) {
+	if p := s.get(sessionID); p != nil {
+		s.cancelTurn(p, turnID, protocol.ReasonInterrupted)
+	}
+}
+
+func (s *Supervisor) get(sessionID string) *proc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.procs[sessionID]
+}
+
+func (s *Supervisor) start(p *proc) {
+	defer s.wg.Done()
+	ctx := s.ctx
+	l, err := s.eng.PrepareLaunch(ctx, p.sessionID)
+	if err == nil {
+		p.launch = l
+		p.process, err = s.launcher.Launch(ctx, LaunchSpec{SessionID: p.sessionID, ComputerID: l.Session.ComputerID,
+			Agent: l.Session.Agent, Binary: l.Binary, Env: []string{
+				protocol.EnvSocket + "=" + s.socket, protocol.EnvToken + "=" + p.token, protocol.EnvAgent + "=" + l.Session.Agent}})
+	}
+	if err != nil {
+		s.log.Error("launch session process", "session", p.sessionID, "err", err)
+		s.forget(p)
+		s.failNext(p.sessionID, fmt.Sprintf("the session process could not start: %v", err))
+		return
+	}
+	s.log.Debug("session process started", "session", p.sessionID)
+	<-p.process.Done()
+	s.exited(p)
+}
+
+func (s *Supervisor) forget(p *proc) {
+	s.mu.Lock()
+	if s.procs[p.sessionID] == p {
+		delete(s.procs, p.sessionID)
+	}
+	delete(s.tokens, p.token)
+	s.mu.Unlock()
+}
+
+// failNext fails the oldest queued Turn when a process could not run it, so
+// that a broken binary costs one Turn per attempt, never a loop.
+func (s *Supervisor) failNext(sessionID, msg string) {
+	ctx := context.Background()
+	t, _, err := s.eng.StartNextTurn(ctx, sessionID)
+	if err != nil || t == nil {
+		return
+	}
+	s.eng.SettleTurn(ctx, sessionID, t.ID, 0, engine.Settlement{Status: helmrtype.TurnFailed,
+		Error: &helmrtype.TurnError{Code: helmrtype.CodeProcessExited, Message: msg}})
+	s.SessionWork(sessionID)
+}
+
+func (s *Supervisor) exited(p *proc) {
+	p.mu.Lock()
+	wasReady := p.state == stateReady || p.state == stateStopping
+	p.state = stateDead
+	running := p.running
+	expected := p.expected
+	p.stopTimers()
+	conn := p.conn
+	p.mu.Unlock()
+	if conn != nil {
+		conn.CloseNow()
+	}
+	s.forget(p)
+	ctx := context.Background()
+	why := "the session process exited"
+	if err := p.process.Err(); err != nil {
+		why = err.Error()
+	}
+	switch {
+	case expected && running == "":
+		s.eng.ProcessStopped(ctx, p.sessionID, "stopped")
+	case !wasReady:
+		s.log.Warn("session process ended before it was ready", "session", p.sessionID, "why", why)
+		s.eng.FailRunningTurn(ctx, p.sessionID, helmrtype.CodeProcessExited, why+" before it was ready")
+		s.failNext(p.sessionID, why+" before it was ready")
+	default:
+		msg := why
+		if running != "" {
+			msg = why + " while the turn ran"
+		}
+		s.log.Warn("session process ended", "session", p.sessionID, "why", why)
+		s.eng.FailRunningTurn(ctx, p.sessionID, helmrtype.CodeProcessExited, msg)
+		if !s.isClosing() {
+			s.relaunchIfWork(p.sessionID)
+		}
+	}
+}
+
+func (s *Supervisor) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
+}
+
+func (s *Supervisor) relaunchIfWork(sessionID string) {
+	ids, err := s.eng.QueuedWork(context.Background(), sessionID)
+	if err == nil && ids {
+		s.SessionWork(sessionID)
+	}
+}
+
+func (p *proc) stopTimers() {
+	if p.killTimer != nil {
+		p.killTimer.Stop()
+		p.killTimer = nil
+	}
+	if p.deadline != nil {
+		p.deadline.Stop()
+		p.deadline = nil
+	}
+}
+
+// ServeHTTP is the protocol endpoint: a session process connects here with
+// its token and speaks helmr.session.v1 over a WebSocket.
+func (s *Supervisor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	token := r.Header.Get("Authorization")
+	const prefix = "Bearer "
+	if len(token) <= len(prefix) || token[:len(prefix)] != prefix {
+		http.Error(w, "missing process token", http.StatusUnauthorized)
+		return
+	}
+	s.mu.Lock()
+	p := s.tokens[token[len(prefix):]]
+	s.mu.Unlock()
+	if p == nil {
+		http.Error(w, "unknown process token", http.StatusUnauthorized)
+		return
+	}
+	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{protocol.Version}})
+	if err != nil {
+		return
+	}
+	conn.SetReadLimit(32 << 20)
+	p.mu.Lock()
+	if p.conn != nil || p.state != stateStarting {
+		p.mu.Unlock()
+		conn.Close(websocket.StatusPolicyViolation, "process already connected")
+		return
+	}
+	p.conn = conn
+	p.mu.Unlock()
+	s.serve(p, conn)
+}
+
+func (s *Supervisor) send(p *proc, m *protocol.Msg) error {
+	p.mu.Lock()
+	conn := p.conn
+	p.mu.Unlock()
+	if conn == nil {
+		return errors.New("process not connected")
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+	defer cancel()
+	return conn.Write(ctx, websocket.MessageText, b)
+}
+
+func (s *Supervisor) serve(p *proc, conn *websocket.Conn) {
+	ctx := s.ctx
+	defer conn.CloseNow()
+	for {
+		_, b, err := conn.Read(ctx)
+		if err != nil {
+			// The connection is the process's lifeline: without it the
+			// process cannot work, so it is ended and noticed as an exit.
+			if p.process != nil {
+				p.mu.Lock()
+				dead := p.state == stateDead
+				p.mu.Unlock()
+				if !dead {
+					p.process.Kill()
+				}
+			}
+			return
+		}
+		var m protocol.Msg
+		if err := json.Unmarshal(b, &m); err != nil {
+			s.log.Warn("bad protocol message", "session", p.sessionID, "err", err)
+			continue
+		}
+		s.handle(ctx, p, &m)
+	}
+}
+
+func (s *Supervisor) ack(p *proc, m *protocol.Msg, seq int64, err error) {
+	a := &protocol.Msg{Type: protocol.TypeAck, Op: m.Op, TurnID: m.TurnID, Sequence: seq}
+	if err != nil {
+		a.Error = toError(err)
+	}
+	if serr := s.send(p, a); serr != nil {
+		s.log.Debug("ack", "session", p.sessionID, "err", serr)
+	}
+}
+
+func toError(err error) *helmrtype.Error {
+	var he *helmrtype.Error
+	if errors.As(err, &he) {
+		return he
+	}
+	return &helmrtype.Error{Code: helmrtype.CodeInternal, Message: err.Error()}
+}
+
+func (s *Supervisor) handle(ctx context.Context, p *proc, m *protocol.Msg) {
+	switch m.Type {
+	case protocol.TypeHello:
+		if m.Protocol != protocol.Version {
+			s.log.Error("session process speaks another protocol", "session", p.sessionID, "protocol", m.Protocol)
+			p.process.Kill()
+			return
+		}
+		l := p.launch
+		w := &protocol.Welcome{Agent: l.Session.Agent, SessionID: l.Session.ID, SessionKey: l.Session.Key,
+			ParentID: l.Session.ParentSessionID, ComputerID: l.Session.ComputerID, DeploymentID: l.Session.DeploymentID,
+			Recovery: protocol.Recovery{Kind: l.Recovery}, ServerTime: time.Now().UTC()}
+		s.send(p, &protocol.Msg{Type: protocol.TypeWelcome, Welcome: w})
+	case protocol.TypeReady:
+		p.mu.Lock()
+		p.state = stateReady
+		p.mu.Unlock()
+		s.dispatch(p)
+	case protocol.TypeInitFailed:
+		msg := "init failed"
+		if m.Error != nil {
+			msg = "init failed: " + m.Error.Message
+		}
+		p.mu.Lock()
+		p.expected = true
+		p.mu.Unlock()
+		s.failNextInit(p, msg)
+	case protocol.TypeOutput:
+		seq, _, err := s.eng.AppendOutput(ctx, p.sessionID, m.TurnID, m.Op, m.Content)
+		s.ack(p, m, seq, err)
+	case protocol.TypeRespond:
+		err := s.eng.StageResponse(ctx, p.sessionID, m.TurnID, m.Op, m.Content)
+		s.ack(p, m, 0, err)
+	case protocol.TypeMessageAccept:
+		err := s.eng.MessageDelivered(ctx, p.sessionID, m.MessageID)
+		s.ack(p, m, 0, err)
+	case protocol.TypeMessageReject:
+		msg := ""
+		if m.Error != nil {
+			msg = m.Error.Message
+		}
+		err := s.eng.MessageRejected(ctx, p.sessionID, m.MessageID, m.Reason, msg)
+		s.ack(p, m, 0, err)
+	case protocol.TypeSettle:
+		err := s.eng.SettleTurn(ctx, p.sessionID, m.TurnID, m.Op, engine.Settlement{Status: m.Status, Result: m.Result, Error: turnError(m.Error)})
+		p.mu.Lock()
+		if p.running == m.TurnID {
+			p.running, p.cancelled = "", false
+			p.stopTimers()
+		}
+		p.mu.Unlock()
+		s.ack(p, m, 0, err)
+		s.dispatch(p)
+	default:
+		s.log.Warn("unknown protocol message", "session", p.sessionID, "type", m.Type)
+	}
+}
+
+func turnError(e *helmrtype.Error) *helmrtype.TurnError {
+	if e == nil {
+		return nil
+	}
+	return &helmrtype.TurnError{Code: e.Code, Message: e.Message}
+}
+
+// failNextInit fails the Turn that would have run when init failed; the
+// process then exits and the next Turn starts a new one.
+func (s *Supervisor) failNextInit(p *proc, msg string) {
+	ctx := context.Background()
+	t, _, err := s.eng.StartNextTurn(ctx, p.sessionID)
+	if err != nil || t == nil {
+		return
+	}
+	s.eng.SettleTurn(ctx, p.sessionID, t.ID, 0, engine.Settlement{Status: helmrtype.TurnFailed,
+		Error: &helmrtype.TurnError{Code: helmrtype.CodeHandlerFailed, Message: msg}})
+}
+
+// dispatch starts the next queued Turn when the process is ready and idle.
+func (s *Supervisor) dispatch(p *proc) {
+	p.mu.Lock()
+	if p.state != stateReady || p.running != "" {
+		p.mu.Unlock()
+		return
+	}
+	// Reserve the slot so concurrent dispatches do not both start a Turn.
+	p.running = "-"
+	p.mu.Unlock()
+	t, msgs, err := s.eng.StartNextTurn(s.ctx, p.sessionID)
+	p.mu.Lock()
+	if err != nil || t == nil {
+		p.running = ""
+		p.mu.Unlock()
+		if err != nil && s.ctx.Err() == nil {
+			s.log.Error("start turn", "session", p.sessionID, "err", err)
+		}
+		return
+	}
+	p.running = t.ID
+	start := &protocol.TurnStart{ID: t.ID, Sequence: t.Sequence, CreatedAt: t.CreatedAt, Input: t.Input}
+	json.Unmarshal(t.Source, &start.Source)
+	if d := p.launch.Agent.MaxTurnDuration; d != "" {
+		if dur, err := helmrtype.ParseDuration(d); err == nil {
+			at := t.StartedAt.Add(dur)
+			start.Deadline = &at
+			turnID := t.ID
+			p.deadline = time.AfterFunc(time.Until(at), func() { s.deadlineReached(p, turnID) })
+		}
+	}
+	p.mu.Unlock()
+	if err := s.send(p, &protocol.Msg{Type: protocol.TypeTurnStart, TurnID: t.ID, Turn: start}); err != nil {
+		s.log.Warn("send turn", "session", p.sessionID, "err", err)
+		return
+	}
+	for i := range msgs {
+		s.sendMessage(p, &msgs[i].ID, msgs[i].TurnID, msgs[i].Content, msgs[i].Source)
+	}
+}
+
+func (s *Supervisor) sendMessage(p *proc, id *string, turnID string, content, source json.RawMessage) {
+	im := &protocol.InboundMessage{ID: *id}
+	json.Unmarshal(content, &im.Content)
+	json.Unmarshal(source, &im.Source)
+	s.send(p, &protocol.Msg{Type: protocol.TypeMessage, TurnID: turnID, Message: im})
+}
+
+func (s *Supervisor) sendPending(p *proc, turnID string) {
+	msgs, err := s.eng.PendingMessages(s.ctx, turnID)
+	if err != nil {
+		return
+	}
+	for i := range msgs {
+		s.sendMessage(p, &msgs[i].ID, turnID, msgs[i].Content, msgs[i].Source)
+	}
+}
+
+func (s *Supervisor) deadlineReached(p *proc, turnID string) {
+	s.eng.RecordDeadline(context.Background(), p.sessionID, turnID)
+	s.cancelTurn(p, turnID, protocol.ReasonDeadline)
+}
+
+// cancelTurn asks the process to cancel a running Turn and ends the process
+// if the Turn has not settled within the cleanup period.
+func (s *Supervisor) cancelTurn(p *proc, turnID, reason string) {
+	p.mu.Lock()
+	if p.running != turnID || p.cancelled {
+		p.mu.Unlock()
+		return
+	}
+	p.cancelled = true
+	p.killTimer = time.AfterFunc(CleanupPeriod+killGrace, func() {
+		p.mu.Lock()
+		still := p.running == turnID
+		p.mu.Unlock()
+		if still {
+			s.log.Warn("turn did not drain within the cleanup period; ending its process", "session", p.sessionID, "turn", turnID)
+			p.process.Kill()
+		}
+	})
+	p.mu.Unlock()
+	s.send(p, &protocol.Msg{Type: protocol.TypeCancel, TurnID: turnID, Reason: reason})
+}
+
+// Recover settles Turns orphaned by a previous control plane and starts
+// processes for Sessions with queued Turns.
+func (s *Supervisor) Recover(ctx context.Context) error {
+	ids, err := s.eng.Recover(ctx)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		s.SessionWork(id)
+	}
+	return nil
+}
+
+// Close asks every process to shut down, waits for them until ctx ends,
+// then kills what is left.
+func (s *Supervisor) Close(ctx context.Context) {
+	s.mu.Lock()
+	s.closing = true
+	procs := make([]*proc, 0, len(s.procs))
+	for _, p := range s.procs {
+		procs = append(procs, p)
+	}
+	s.mu.Unlock()
+	for _, p := range procs {
+		p.mu.Lock()
+		p.expected = true
+		if p.state == stateReady {
+			p.state = stateStopping
+		}
+		p.mu.Unlock()
+		s.send(p, &protocol.Msg{Type: protocol.TypeShutdown})
+	}
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		for _, p := range procs {
+			if p.process != nil {
+				p.process.Kill()
+			}
+		}
+		<-done
+	}
+	s.cancel()
+}

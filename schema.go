@@ -1,0 +1,61 @@
+package helmr
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+// schemaValidator validates JSON against the JSON Schema of a Go type and
+// decodes it into that type.
+type schemaValidator[T any] struct {
+	raw      json.RawMessage
+	resolved *jsonschema.Resolved
+}
+
+// SchemaFor derives a Validator from T's JSON Schema (struct fields without
+// omitempty are required; unknown fields are refused).
+func SchemaFor[T any]() (Validator[T], error) {
+	t := reflect.TypeFor[T]()
+	if t.Kind() == reflect.Interface {
+		// any: every JSON value is accepted.
+		return &schemaValidator[T]{raw: json.RawMessage(`{}`)}, nil
+	}
+	s, err := jsonschema.For[T](nil)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.Resolve(nil)
+	if err != nil {
+		return nil, err
+	}
+	return &schemaValidator[T]{raw: raw, resolved: r}, nil
+}
+
+func (v *schemaValidator[T]) JSONSchema() json.RawMessage { return v.raw }
+
+func (v *schemaValidator[T]) Validate(_ context.Context, raw json.RawMessage) (T, error) {
+	var out T
+	if v.resolved != nil {
+		var inst any
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		if err := dec.Decode(&inst); err != nil {
+			return out, fmt.Errorf("not valid JSON: %v", err)
+		}
+		if err := v.resolved.Validate(inst); err != nil {
+			return out, err
+		}
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return out, err
+	}
+	return out, nil
+}

@@ -1,0 +1,135 @@
+package helmr
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/helmr-go/helmr/helmrtype"
+)
+
+var templateIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// Resources is a Template's resource request: CPU cores and memory such as
+// "512MiB" or "1GiB".
+type Resources struct {
+	CPU    float64
+	Memory string
+}
+
+// ImageDef describes how a Template's root filesystem is made.
+type ImageDef struct {
+	m helmrtype.ImageManifest
+}
+
+// Image starts an image definition with a name.
+func Image(name string) *ImageDef { return &ImageDef{m: helmrtype.ImageManifest{Name: name}} }
+
+func (i *ImageDef) with(step helmrtype.ImageStep) *ImageDef {
+	c := &ImageDef{m: i.m}
+	c.m.Steps = append(append([]helmrtype.ImageStep(nil), i.m.Steps...), step)
+	return c
+}
+
+// From bases the image on an OCI image reference, or "scratch" for an empty root.
+func (i *ImageDef) From(ref string) *ImageDef {
+	c := &ImageDef{m: i.m}
+	c.m.From, c.m.Host = ref, false
+	return c
+}
+
+// FromHost bases the image on the host's system directories, read-only.
+func (i *ImageDef) FromHost() *ImageDef {
+	c := &ImageDef{m: i.m}
+	c.m.From, c.m.Host = "", true
+	return c
+}
+
+// Run adds a build step that runs argv in the image.
+func (i *ImageDef) Run(argv ...string) *ImageDef {
+	return i.with(helmrtype.ImageStep{Op: "run", Args: argv})
+}
+
+// Copy adds a build step that copies source (relative to the agent
+// package) to dst in the image.
+func (i *ImageDef) Copy(dst, source string) *ImageDef {
+	return i.with(helmrtype.ImageStep{Op: "copy", Args: []string{dst, source}})
+}
+
+// Workdir sets the working directory of later steps and processes.
+func (i *ImageDef) Workdir(dir string) *ImageDef {
+	return i.with(helmrtype.ImageStep{Op: "workdir", Args: []string{dir}})
+}
+
+// Env sets an environment variable for later steps and processes.
+func (i *ImageDef) Env(name, value string) *ImageDef {
+	return i.with(helmrtype.ImageStep{Op: "env", Args: []string{name, value}})
+}
+
+// User sets the user of later steps and processes.
+func (i *ImageDef) User(user string) *ImageDef {
+	return i.with(helmrtype.ImageStep{Op: "user", Args: []string{user}})
+}
+
+// TemplateSpec declares a Template.
+type TemplateSpec struct {
+	ID        string
+	Image     *ImageDef
+	Resources Resources
+}
+
+// TemplateDef is a declared Template, recorded in the manifest.
+type TemplateDef struct {
+	m helmrtype.TemplateManifest
+}
+
+// ID returns the Template's ID.
+func (t *TemplateDef) ID() string { return t.m.ID }
+
+// Template declares a Template. It panics when the ID, image or resources
+// are invalid, since a definition error is a programming error.
+func Template(spec TemplateSpec) *TemplateDef {
+	if !templateIDPattern.MatchString(spec.ID) {
+		panic(fmt.Sprintf("helmr.Template: id %q must match %s", spec.ID, templateIDPattern))
+	}
+	if spec.Image == nil {
+		panic(fmt.Sprintf("helmr.Template %q: Image is required", spec.ID))
+	}
+	if spec.Image.m.From == "" && !spec.Image.m.Host {
+		panic(fmt.Sprintf("helmr.Template %q: the image needs From(ref) or FromHost()", spec.ID))
+	}
+	if spec.Resources.CPU < 0 {
+		panic(fmt.Sprintf("helmr.Template %q: CPU must not be negative", spec.ID))
+	}
+	if spec.Resources.Memory != "" {
+		if _, err := ParseMemory(spec.Resources.Memory); err != nil {
+			panic(fmt.Sprintf("helmr.Template %q: %v", spec.ID, err))
+		}
+	}
+	return &TemplateDef{m: helmrtype.TemplateManifest{ID: spec.ID, Image: spec.Image.m,
+		Resources: helmrtype.ResourcesManifest{CPU: spec.Resources.CPU, Memory: spec.Resources.Memory}}}
+}
+
+// ParseMemory parses a memory size such as "512MiB", "1GiB", "256M" or a
+// plain byte count.
+func ParseMemory(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+		{"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30}, {"Ti", 1 << 40},
+		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"K", 1e3}, {"M", 1e6}, {"G", 1e9}, {"T", 1e12}, {"B", 1}}
+	num, mult := s, int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(s, u.suffix) {
+			num, mult = strings.TrimSuffix(s, u.suffix), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("memory %q: want a positive size such as 512MiB or 1GiB", s)
+	}
+	return int64(n * float64(mult)), nil
+}
