@@ -202,6 +202,8 @@ func (s *Supervisor) exited(p *proc) {
 		why = err.Error()
 	}
 	switch {
+	case s.isClosing() && running == "":
+		// Shutting down: queued work stays queued for the next start.
 	case expected && running == "":
 		s.eng.ProcessStopped(ctx, p.sessionID, "stopped")
 	case !wasReady:
@@ -256,7 +258,12 @@ func (s *Supervisor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	p := s.tokens[token[len(prefix):]]
+	closing := s.closing
 	s.mu.Unlock()
+	if closing {
+		http.Error(w, "the control plane is shutting down", http.StatusServiceUnavailable)
+		return
+	}
 	if p == nil {
 		http.Error(w, "unknown process token", http.StatusUnauthorized)
 		return
@@ -353,8 +360,14 @@ func (s *Supervisor) handle(ctx context.Context, p *proc, m *protocol.Msg) {
 		s.send(p, &protocol.Msg{Type: protocol.TypeWelcome, Welcome: w})
 	case protocol.TypeReady:
 		p.mu.Lock()
-		p.state = stateReady
+		if p.state == stateStarting {
+			p.state = stateReady
+		}
 		p.mu.Unlock()
+		if s.isClosing() {
+			s.send(p, &protocol.Msg{Type: protocol.TypeShutdown})
+			return
+		}
 		s.dispatch(p)
 	case protocol.TypeInitFailed:
 		msg := "init failed"
@@ -526,9 +539,7 @@ func (s *Supervisor) Close(ctx context.Context) {
 	for _, p := range procs {
 		p.mu.Lock()
 		p.expected = true
-		if p.state == stateReady {
-			p.state = stateStopping
-		}
+		p.state = stateStopping
 		p.mu.Unlock()
 		s.send(p, &protocol.Msg{Type: protocol.TypeShutdown})
 	}

@@ -1,0 +1,67 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/helmr-go/helmr/helmrtype"
+)
+
+func TestRestartWithQueuedTurns(t *testing.T) {
+	dir := t.TempDir()
+	p := startPlane(t, dir)
+	r := p.create("echo", text("sleep 1h"))
+	sid := r.Session.ID
+	var queued []helmrtype.TurnState
+	for _, in := range []string{"one", "two", "three"} {
+		var ts helmrtype.TurnState
+		p.must("POST", "/v1/sessions/"+sid+"/turns", helmrtype.EnqueueRequest{Input: text(in)}, &ts)
+		queued = append(queued, ts)
+	}
+	p.waitEvent(sid, "turn.running")
+	p.stop()
+
+	p2 := startPlane(t, dir)
+	// The Turn that ran when the control plane stopped is not replayed.
+	o := p2.wait(sid, r.Turn.ID)
+	if o.Status != "interrupted" {
+		t.Fatalf("running turn after restart: %+v", o)
+	}
+	for i, ts := range queued {
+		o := p2.wait(sid, ts.ID)
+		if o.Status != "completed" || o.Response.PlainText() != []string{"one", "two", "three"}[i] {
+			t.Fatalf("queued turn %d after restart: %+v", i, o)
+		}
+	}
+	// Nothing was lost or doubled: every Turn ran at most once.
+	runs := map[string]int{}
+	for _, e := range p2.events(sid) {
+		if e.Kind == "turn.running" {
+			runs[*e.TurnID]++
+		}
+	}
+	for id, n := range runs {
+		if n != 1 {
+			t.Fatalf("turn %s ran %d times", id, n)
+		}
+	}
+	if len(runs) != 4 {
+		t.Fatalf("%d turns ran, want 4", len(runs))
+	}
+}
+
+func TestCrashingProcessFailsTurn(t *testing.T) {
+	p := startPlane(t, "")
+	r := p.create("echo", text("crash"))
+	var next helmrtype.TurnState
+	p.must("POST", "/v1/sessions/"+r.Session.ID+"/turns", helmrtype.EnqueueRequest{Input: text("after the crash")}, &next)
+	o := p.wait(r.Session.ID, r.Turn.ID)
+	if o.Status != "failed" || o.Error == nil || o.Error.Code != helmrtype.CodeProcessExited || !strings.Contains(o.Error.Message, "status 7") {
+		t.Fatalf("crash outcome: %+v", o.Error)
+	}
+	p.waitEvent(r.Session.ID, "session.process_failed")
+	o = p.wait(r.Session.ID, next.ID)
+	if o.Status != "completed" || o.Response.PlainText() != "after the crash" {
+		t.Fatalf("turn after crash: %+v", o)
+	}
+}
