@@ -3,6 +3,7 @@ package helmr
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -39,6 +40,9 @@ func Main(agents ...Definition) {
 	defer stop()
 	if err := sessionproc.RunFromEnv(ctx, Runtime(agents...)); err != nil {
 		fmt.Fprintln(os.Stderr, "helmr:", err)
+		if errors.Is(err, sessionproc.ErrUnusable) {
+			os.Exit(3)
+		}
 		os.Exit(1)
 	}
 	os.Exit(0)

@@ -54,6 +54,10 @@ var (
 	ErrShutdown    = helmrtype.Errorf(helmrtype.CodeInterrupted, "the session process is shutting down")
 )
 
+// ErrUnusable is returned by Serve when a Turn's cleanup failed or overran:
+// the process must end and not be reused.
+var ErrUnusable = errors.New("a turn's cancellation cleanup failed; the session process is unusable")
+
 // Rejecter is implemented by errors that reject a message without failing
 // the Turn (helmr.MessageRejected).
 type Rejecter interface{ RejectsMessage() bool }
@@ -164,10 +168,13 @@ func Serve(ctx context.Context, ws *websocket.Conn, agentID string, agents []Age
 	}
 	var running sync.WaitGroup
 	defer running.Wait()
+	unusable := make(chan struct{}, 1)
 	for {
 		var m *protocol.Msg
 		var ok bool
 		select {
+		case <-unusable:
+			return ErrUnusable
 		case m, ok = <-msgs:
 			if !ok {
 				c.cancelTurn(ErrShutdown)
@@ -197,7 +204,10 @@ func Serve(ctx context.Context, ws *websocket.Conn, agentID string, agents []Age
 				if exit {
 					// A callback failed or overran the cleanup period: the
 					// Session's process must not be reused.
-					os.Exit(3)
+					select {
+					case unusable <- struct{}{}:
+					default:
+					}
 				}
 			}()
 		case protocol.TypeMessage:

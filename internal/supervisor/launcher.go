@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"syscall"
+
+	"github.com/helmr-go/helmr/internal/protocol"
 )
 
 // LaunchSpec is what a Launcher needs to start a session process.
@@ -16,8 +18,14 @@ type LaunchSpec struct {
 	ComputerID string
 	Agent      string
 	Binary     string
-	// Env holds the protocol variables (socket, token, agent) as NAME=VALUE.
-	Env []string
+	// Socket and Token are how the process reaches the protocol endpoint.
+	Socket string
+	Token  string
+}
+
+// Env returns the protocol variables a session process reads.
+func (s LaunchSpec) Env() []string {
+	return []string{protocol.EnvSocket + "=" + s.Socket, protocol.EnvToken + "=" + s.Token, protocol.EnvAgent + "=" + s.Agent}
 }
 
 // Process is a running session process.
@@ -62,7 +70,7 @@ func (l *ExecLauncher) Launch(ctx context.Context, spec LaunchSpec) (Process, er
 	}
 	cmd := exec.Command(spec.Binary)
 	cmd.Dir = work
-	cmd.Env = append(baseEnv(), spec.Env...)
+	cmd.Env = append(baseEnv(), spec.Env()...)
 	cmd.Env = append(cmd.Env, "HOME="+work, "HELMR_WORKSPACE="+work)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = sysProcAttr()

@@ -100,8 +100,8 @@ func (s *Supervisor) SessionWork(sessionID string) {
 	}
 	p, ok := s.procs[sessionID]
 	if !ok {
-		_, secretHash := engine.NewSecret("hlmr_proc_")
-		p = &proc{sessionID: sessionID, token: secretHash}
+		token, _ := engine.NewSecret("hlmr_proc_")
+		p = &proc{sessionID: sessionID, token: token}
 		s.procs[sessionID] = p
 		s.tokens[p.token] = p
 		s.wg.Add(1)
@@ -147,8 +147,7 @@ func (s *Supervisor) start(p *proc) {
 	if err == nil {
 		p.launch = l
 		p.process, err = s.launcher.Launch(ctx, LaunchSpec{SessionID: p.sessionID, ComputerID: l.Session.ComputerID,
-			Agent: l.Session.Agent, Binary: l.Binary, Env: []string{
-				protocol.EnvSocket + "=" + s.socket, protocol.EnvToken + "=" + p.token, protocol.EnvAgent + "=" + l.Session.Agent}})
+			Agent: l.Session.Agent, Binary: l.Binary, Socket: s.socket, Token: p.token})
 	}
 	if err != nil {
 		s.log.Error("launch session process", "session", p.sessionID, "err", err)

@@ -1,0 +1,113 @@
+// Package dev is `helmr dev`: an embedded control plane on loopback that
+// builds an agent package, deploys it and redeploys it on every change.
+package dev
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/helmr-go/helmr/internal/cli/serve"
+	"github.com/helmr-go/helmr/internal/deploy"
+	"github.com/spf13/cobra"
+)
+
+// pollInterval is how often the sources are checked for changes.
+const pollInterval = time.Second
+
+// Command returns `helmr dev`.
+func Command() *cobra.Command {
+	o := &serve.Options{LoopbackOnly: true}
+	cmd := &cobra.Command{
+		Use:   "dev [flags] DIR",
+		Short: "Run an agent package on an embedded control plane, redeploying on change",
+		Long: "helmr dev builds the Go agent package in DIR, deploys it to an embedded control plane\n" +
+			"listening on loopback, and rebuilds and redeploys it whenever its sources change.\n" +
+			"New Sessions pin the newest Deployment; existing Sessions keep theirs.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return run(ctx, o, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Addr, "addr", "127.0.0.1:7070", "loopback address to listen on")
+	f.StringVar(&o.DataDir, "data-dir", ".helmr", "directory for the database, deployments and computers")
+	f.StringVar(&o.Synchronous, "sqlite-synchronous", "FULL", "SQLite durability: FULL (fsync every commit) or NORMAL")
+	f.StringVar(&o.LogLevel, "log-level", "warn", "log level: debug, info, warn, error")
+	return cmd
+}
+
+func run(ctx context.Context, o *serve.Options, dir string, out, errw io.Writer) error {
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return fmt.Errorf("%s is not a directory with a Go agent package", dir)
+	}
+	r, err := serve.Start(ctx, o, errw)
+	if err != nil {
+		return err
+	}
+	key, _, err := serve.EnsureAPIKey(ctx, r.CP, o.DataDir)
+	if err != nil {
+		r.CP.Close(ctx)
+		return err
+	}
+	fmt.Fprintf(out, "helmr dev: control plane on %s (data in %s)\n", r.URL, o.DataDir)
+	fmt.Fprintf(out, "API key: %s (kept in %s)\n", key, filepath.Join(o.DataDir, "api-key"))
+	fmt.Fprintf(out, "  export HELMR_API_URL=%s HELMR_API_KEY=%s\n", r.URL, key)
+	fp, err := publish(ctx, r, dir, out)
+	if err != nil {
+		r.CP.Close(ctx)
+		return err
+	}
+	go watch(ctx, r, dir, fp, out, errw)
+	return r.Serve(ctx)
+}
+
+// publish builds dir and makes it the current Deployment; it returns the
+// sources' fingerprint it built.
+func publish(ctx context.Context, r *serve.Running, dir string, out io.Writer) (string, error) {
+	fp, err := deploy.Fingerprint(dir)
+	if err != nil {
+		return "", err
+	}
+	b, err := deploy.BuildDir(ctx, dir, r.CP.DeploymentsDir())
+	if err != nil {
+		return fp, err
+	}
+	d, err := r.CP.Engine.PublishDeployment(ctx, b.Digest, b.Manifest, b.Binary)
+	if err != nil {
+		return fp, err
+	}
+	fmt.Fprintf(out, "deployed %s (%s): agents %s\n", d.ID, d.Digest[:19], strings.Join(d.Agents, ", "))
+	return fp, nil
+}
+
+// watch rebuilds and redeploys when the sources change; a failed build is
+// reported and the previous Deployment stays current.
+func watch(ctx context.Context, r *serve.Running, dir, last string, out, errw io.Writer) {
+	t := time.NewTicker(pollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		fp, err := deploy.Fingerprint(dir)
+		if err != nil || fp == last {
+			continue
+		}
+		fmt.Fprintln(out, "change detected; rebuilding")
+		if _, err := publish(ctx, r, dir, out); err != nil {
+			fmt.Fprintf(errw, "build failed; the previous deployment stays current:\n%v\n", err)
+		}
+		last = fp
+	}
+}

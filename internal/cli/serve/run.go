@@ -1,0 +1,114 @@
+// Package serve holds the commands that run a control plane: helmr server
+// and helmr dev.
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/helmr-go/helmr/internal/controlplane"
+)
+
+// Options are the flags shared by server and dev.
+type Options struct {
+	Addr        string
+	DataDir     string
+	Database    string
+	Synchronous string
+	LogLevel    string
+	// LoopbackOnly refuses addresses other than loopback (helmr dev).
+	LoopbackOnly bool
+}
+
+// logger returns the command's structured logger on w.
+func (o *Options) logger(w io.Writer) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(o.LogLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", o.LogLevel)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: lvl})), nil
+}
+
+// checkLoopback refuses an address that is not on the loopback interface.
+func checkLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--addr %q: %v", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("--addr %q: helmr dev listens on loopback only (127.0.0.1 or [::1]); use helmr server to serve others", addr)
+	}
+	return nil
+}
+
+// Running is a started control plane with its listener.
+type Running struct {
+	CP  *controlplane.ControlPlane
+	Ln  net.Listener
+	URL string
+	Log *slog.Logger
+}
+
+// Start opens the control plane and its listener.
+func Start(ctx context.Context, o *Options, logw io.Writer) (*Running, error) {
+	log, err := o.logger(logw)
+	if err != nil {
+		return nil, err
+	}
+	if o.LoopbackOnly {
+		if err := checkLoopback(o.Addr); err != nil {
+			return nil, err
+		}
+	}
+	cp, err := controlplane.Open(ctx, controlplane.Config{DataDir: o.DataDir, Database: o.Database, Synchronous: o.Synchronous, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", o.Addr)
+	if err != nil {
+		cp.Close(ctx)
+		return nil, err
+	}
+	return &Running{CP: cp, Ln: ln, URL: "http://" + ln.Addr().String(), Log: log}, nil
+}
+
+// Serve serves until ctx ends, then shuts down.
+func (r *Running) Serve(ctx context.Context) error {
+	err := r.CP.Serve(ctx, r.Ln)
+	r.CP.Close(context.Background())
+	return err
+}
+
+// EnsureAPIKey returns the API key kept in DataDir/api-key, creating one
+// (and the file, mode 0600) when the file is missing or its key unknown.
+// created tells whether a new key was made.
+func EnsureAPIKey(ctx context.Context, cp *controlplane.ControlPlane, dataDir string) (key string, created bool, err error) {
+	path := filepath.Join(dataDir, "api-key")
+	if b, err := os.ReadFile(path); err == nil {
+		k := strings.TrimSpace(string(b))
+		if _, err := cp.Engine.Authenticate(ctx, k); err == nil {
+			return k, false, nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", false, err
+	}
+	k, err := cp.Engine.CreateAPIKey(ctx, "local")
+	if err != nil {
+		return "", false, err
+	}
+	if err := os.WriteFile(path, []byte(k+"\n"), 0o600); err != nil {
+		return "", false, err
+	}
+	return k, true, nil
+}

@@ -1,0 +1,51 @@
+package serve
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// ServerCommand is `helmr server`: a control plane for others to use.
+func ServerCommand() *cobra.Command {
+	o := &Options{}
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run a control plane",
+		Long: "Run a Helmr control plane. On first start it creates an API key, prints it once and keeps it in\n" +
+			"DATA_DIR/api-key (mode 0600). The database defaults to SQLite in DATA_DIR.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if o.Database == "" {
+				o.Database = os.Getenv("HELMR_DATABASE_URL")
+			}
+			r, err := Start(ctx, o, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			key, created, err := EnsureAPIKey(ctx, r.CP, o.DataDir)
+			if err != nil {
+				r.CP.Close(ctx)
+				return err
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "helmr server listening on %s\n", r.URL)
+			if created {
+				fmt.Fprintf(out, "API key (shown once, kept in %s/api-key): %s\n", o.DataDir, key)
+			}
+			return r.Serve(ctx)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Addr, "addr", "127.0.0.1:7070", "address to listen on")
+	f.StringVar(&o.DataDir, "data-dir", "helmr-data", "directory for the database, deployments and computers")
+	f.StringVar(&o.Database, "database", "", "database URL: sqlite:PATH (default sqlite in --data-dir; env HELMR_DATABASE_URL)")
+	f.StringVar(&o.Synchronous, "sqlite-synchronous", "FULL", "SQLite durability: FULL (fsync every commit) or NORMAL")
+	f.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
+	return cmd
+}
