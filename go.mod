@@ -2,7 +2,10 @@ module github.com/helmr-go/helmr
 
 go 1.26.8
 
-require modernc.org/sqlite v1.62.0
+require (
+	go.uber.org/goleak v1.3.0
+	modernc.org/sqlite v1.62.0
+)
 
 require (
 	github.com/coder/websocket v1.8.15 // indirect

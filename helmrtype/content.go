@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 )
 
 // Limits from the specification's Content table. The server enforces them;
@@ -101,6 +102,9 @@ func ParseContent(raw json.RawMessage, maxBytes int, textOnly bool) (Content, er
 		}
 		return nil, fmt.Errorf("content must be an array of parts: %v", err)
 	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("content must be one array of parts, with nothing after it")
+	}
 	if len(parts) > MaxContentParts {
 		return nil, fmt.Errorf("content has %d parts; the limit is %d", len(parts), MaxContentParts)
 	}
@@ -116,7 +120,7 @@ func ParseContent(raw json.RawMessage, maxBytes int, textOnly bool) (Content, er
 				return nil, fmt.Errorf("part %d: a text part has exactly the fields type and text", i)
 			}
 			var s string
-			if err := json.Unmarshal(p["text"], &s); err != nil || p["text"] == nil {
+			if err := json.Unmarshal(p["text"], &s); err != nil || p["text"] == nil || bytes.Equal(p["text"], []byte("null")) {
 				return nil, fmt.Errorf("part %d: text must be a string", i)
 			}
 			out = append(out, ContentPart{Type: PartText, Text: s})

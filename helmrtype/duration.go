@@ -2,6 +2,7 @@ package helmrtype
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -10,9 +11,12 @@ import (
 // Never is the Retention value that disables an idle policy.
 const Never = "never"
 
+// maxDuration bounds a parsed Duration (about 146 years).
+const maxDuration = time.Duration(1 << 62)
+
 // ParseDuration parses a Duration string such as "500ms", "30s", "15m", "2h",
-// "7d" or a sum like "1h30m". Units are ms, s, m, h and d; the value must be
-// positive.
+// "7d" or a sum like "1h30m". Units are ms, s, m, h and d; a number may have
+// a decimal fraction ("1.5h"); the value must be positive.
 func ParseDuration(s string) (time.Duration, error) {
 	if s == "" {
 		return 0, fmt.Errorf("empty duration")
@@ -24,12 +28,9 @@ func ParseDuration(s string) (time.Duration, error) {
 		for i < len(rest) && (rest[i] >= '0' && rest[i] <= '9' || rest[i] == '.') {
 			i++
 		}
-		if i == 0 {
+		whole, frac, _ := strings.Cut(rest[:i], ".")
+		if whole == "" && frac == "" || strings.Contains(frac, ".") {
 			return 0, fmt.Errorf("duration %q: want a number followed by ms, s, m, h or d", s)
-		}
-		n, err := strconv.ParseFloat(rest[:i], 64)
-		if err != nil {
-			return 0, fmt.Errorf("duration %q: %v", s, err)
 		}
 		rest = rest[i:]
 		var unit time.Duration
@@ -47,10 +48,25 @@ func ParseDuration(s string) (time.Duration, error) {
 		default:
 			return 0, fmt.Errorf("duration %q: want a unit of ms, s, m, h or d", s)
 		}
-		if n > float64(1<<62)/float64(unit) {
+		// Whole units exactly, in integers; the fraction as Go's
+		// time.ParseDuration does, from at most 18 digits.
+		var term time.Duration
+		if whole != "" {
+			n, err := strconv.ParseUint(whole, 10, 64)
+			if err != nil || n > uint64(maxDuration/unit) {
+				return 0, fmt.Errorf("duration %q is too long", s)
+			}
+			term = time.Duration(n) * unit
+		}
+		if frac = frac[:min(len(frac), 18)]; frac != "" {
+			f, _ := strconv.ParseUint(frac, 10, 64) // digits only, < 10^18
+			scale := math.Pow10(len(frac))
+			term += time.Duration(float64(f) * (float64(unit) / scale))
+		}
+		if term > maxDuration-total {
 			return 0, fmt.Errorf("duration %q is too long", s)
 		}
-		total += time.Duration(n * float64(unit))
+		total += term
 	}
 	if total <= 0 {
 		return 0, fmt.Errorf("duration %q must be positive", s)
@@ -58,7 +74,7 @@ func ParseDuration(s string) (time.Duration, error) {
 	return total, nil
 }
 
-// ParseRetention parses a Duration or "never"; never yields 0 and ok=false.
+// ParseRetention parses a Duration or "never"; "never" yields 0 and never=true.
 func ParseRetention(s string) (d time.Duration, never bool, err error) {
 	if s == Never {
 		return 0, true, nil

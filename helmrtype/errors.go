@@ -65,11 +65,12 @@ func (e *Error) Error() string {
 // Is reports whether target is an *Error or Code with the same code, so that
 // errors.Is(err, helmrtype.CodeNotFound) works.
 func (e *Error) Is(target error) bool {
-	if c, ok := target.(Code); ok {
+	var c Code
+	if errors.As(target, &c) {
 		return c == e.Code
 	}
 	var t *Error
-	if errors.As(target, &t) {
+	if errors.As(target, &t) && t != nil {
 		return t.Code == e.Code
 	}
 	return false

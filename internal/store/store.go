@@ -31,7 +31,9 @@ type Store interface {
 }
 
 // Tx is the set of operations available inside a transaction. Writes in a
-// View fail.
+// View fail. An error such as ErrDuplicate or ErrNotFound does not spoil the
+// transaction: fn may go on using it. Times are stored with microsecond
+// precision and read back in UTC; nil JSON and nil times read back as nil.
 type Tx interface {
 	// Meta
 	GetMeta(ctx context.Context, key string) (string, error)
@@ -178,7 +180,7 @@ type Event struct {
 	Sequence  int64
 	TurnID    string
 	Kind      string
-	Data      json.RawMessage
+	Data      json.RawMessage // nil is stored as {}
 	CreatedAt time.Time
 }
 

@@ -271,11 +271,13 @@ func (s *Store) commitBatch(batch []*updateReq) {
 		err := runFn(r.fn, &tx{ctx: r.ctx, q: writeQ{c: c, cache: s.wstmts}})
 		if err != nil {
 			if _, rerr := c.ExecContext(ctx, "ROLLBACK TO u"); rerr != nil {
-				s.log.Error("rollback to savepoint", "err", rerr)
+				s.abortBatch(batch, rerr)
+				return
 			}
 		}
-		if _, rerr := c.ExecContext(ctx, "RELEASE u"); rerr != nil && err == nil {
-			err = rerr
+		if _, rerr := c.ExecContext(ctx, "RELEASE u"); rerr != nil {
+			s.abortBatch(batch, rerr)
+			return
 		}
 		results[i] = err
 	}
@@ -286,6 +288,20 @@ func (s *Store) commitBatch(batch []*updateReq) {
 	}
 	for i, r := range batch {
 		r.err <- results[i]
+	}
+}
+
+// abortBatch ends a batch whose transaction is no longer intact: SQLite
+// rolls the whole transaction back by itself after some errors (I/O, disk
+// full, interrupt), and then a savepoint is gone. Every Update of the batch
+// fails; none of their writes are kept, and none ran outside the transaction.
+func (s *Store) abortBatch(batch []*updateReq, cause error) {
+	ctx := context.Background()
+	s.log.Error("group commit transaction lost", "err", cause)
+	s.wconn.ExecContext(ctx, "ROLLBACK") // fails when SQLite already rolled back
+	err := fmt.Errorf("sqlitestore: transaction lost: %w", cause)
+	for _, r := range batch {
+		r.err <- err
 	}
 }
 
@@ -352,7 +368,23 @@ type writeQ struct {
 	cache *stmtCache
 }
 
+// The statements of an Update run in the transaction it shares with the
+// other Updates of its batch. A done context refuses a statement before it
+// starts but never interrupts one that runs: SQLite rolls back the whole
+// transaction when a write is interrupted, which would undo the other
+// Updates. (uncancelable returns the context statements run with.)
+func uncancelable(ctx context.Context) (context.Context, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return context.WithoutCancel(ctx), nil
+}
+
 func (w writeQ) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	ctx, err := uncancelable(ctx)
+	if err != nil {
+		return nil, err
+	}
 	st, err := w.cache.get(q)
 	if err != nil {
 		return nil, err
@@ -361,6 +393,10 @@ func (w writeQ) exec(ctx context.Context, q string, args ...any) (sql.Result, er
 }
 
 func (w writeQ) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	ctx, err := uncancelable(ctx)
+	if err != nil {
+		return nil, err
+	}
 	st, err := w.cache.get(q)
 	if err != nil {
 		return nil, err

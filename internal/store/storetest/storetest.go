@@ -1,0 +1,1577 @@
+// Package storetest is the conformance suite of store.Store. Every
+// implementation runs it from its own tests:
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T) store.Store { return openTemp(t) })
+//	}
+//
+// The suite uses only the store package's interface, so it holds every
+// implementation (SQLite, PostgreSQL) to the same behaviour.
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/helmr-go/helmr/internal/store"
+)
+
+// Run runs the conformance suite. open must return a new, empty store for
+// the calling (sub)test; Run closes it when that test ends.
+func Run(t *testing.T, open func(t *testing.T) store.Store) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s store.Store)
+	}{
+		{"Meta", testMeta},
+		{"APIKeys", testAPIKeys},
+		{"Deployments", testDeployments},
+		{"ListDeployments", testListDeployments},
+		{"Sessions", testSessions},
+		{"SessionKeys", testSessionKeys},
+		{"UpdateSession", testUpdateSession},
+		{"ListSessions", testListSessions},
+		{"Turns", testTurns},
+		{"UpdateTurn", testUpdateTurn},
+		{"ListTurns", testListTurns},
+		{"TurnsByStatus", testTurnsByStatus},
+		{"Messages", testMessages},
+		{"PendingMessages", testPendingMessages},
+		{"Events", testEvents},
+		{"Idempotency", testIdempotency},
+		{"UpdateErrorWritesNothing", testUpdateErrorWritesNothing},
+		{"UpdateCanceledContext", testUpdateCanceledContext},
+		{"TxUsableAfterError", testTxUsableAfterError},
+		{"ViewIsReadOnly", testViewIsReadOnly},
+		{"ViewIsSnapshot", testViewIsSnapshot},
+		{"ConcurrentUpdates", testConcurrentUpdates},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := open(t)
+			t.Cleanup(func() {
+				if err := s.Close(); err != nil {
+					t.Errorf("Close: %v", err)
+				}
+			})
+			tc.fn(t, s)
+		})
+	}
+}
+
+// --- helpers ---
+
+var errRollback = errors.New("storetest: deliberate failure")
+
+func update(t *testing.T, s store.Store, fn func(ctx context.Context, tx store.Tx) error) {
+	t.Helper()
+	ctx := t.Context()
+	if err := s.Update(ctx, func(tx store.Tx) error { return fn(ctx, tx) }); err != nil {
+		t.Fatalf("Update: %v", err)
+	}
+}
+
+func view(t *testing.T, s store.Store, fn func(ctx context.Context, tx store.Tx) error) {
+	t.Helper()
+	ctx := t.Context()
+	if err := s.View(ctx, func(tx store.Tx) error { return fn(ctx, tx) }); err != nil {
+		t.Fatalf("View: %v", err)
+	}
+}
+
+// baseTime has nanoseconds and a non-UTC zone: stores keep microseconds and
+// return UTC.
+var baseTime = time.Date(2025, 6, 7, 8, 9, 10, 123456789, time.FixedZone("X", 2*3600+30*60))
+
+// at returns baseTime plus n seconds (and n nanoseconds, to be truncated).
+func at(n int) time.Time {
+	return baseTime.Add(time.Duration(n)*time.Second + time.Duration(n)*time.Nanosecond)
+}
+
+// stored is t as a store returns it: microseconds, UTC.
+func stored(t time.Time) time.Time { return t.Truncate(time.Microsecond).UTC() }
+
+func storedPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	v := stored(*t)
+	return &v
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func raw(s string) json.RawMessage { return json.RawMessage(s) }
+
+// check reports a difference between got and want, field by field.
+func check(t *testing.T, what string, got, want any) {
+	t.Helper()
+	if d := diff(reflect.ValueOf(got), reflect.ValueOf(want), ""); d != "" {
+		t.Errorf("%s differs:%s", what, d)
+	}
+}
+
+func diff(got, want reflect.Value, path string) string {
+	if !got.IsValid() || !want.IsValid() {
+		if got.IsValid() != want.IsValid() {
+			return fmt.Sprintf("\n  %s: got %s, want %s", path, show(got), show(want))
+		}
+		return ""
+	}
+	if got.Type() != want.Type() {
+		return fmt.Sprintf("\n  %s: got type %s, want %s", path, got.Type(), want.Type())
+	}
+	switch {
+	case got.Type() == reflect.TypeFor[time.Time]():
+	case got.Kind() == reflect.Pointer && !got.IsNil() && !want.IsNil():
+		return diff(got.Elem(), want.Elem(), path)
+	case got.Kind() == reflect.Struct:
+		var b strings.Builder
+		for i := range got.NumField() {
+			b.WriteString(diff(got.Field(i), want.Field(i), path+"."+got.Type().Field(i).Name))
+		}
+		return b.String()
+	case got.Kind() == reflect.Slice && got.Type().Elem().Kind() != reflect.Uint8:
+		if got.Len() != want.Len() {
+			return fmt.Sprintf("\n  %s: got %d elements, want %d:\n    got  %s\n    want %s", path, got.Len(), want.Len(), show(got), show(want))
+		}
+		var b strings.Builder
+		for i := range got.Len() {
+			b.WriteString(diff(got.Index(i), want.Index(i), fmt.Sprintf("%s[%d]", path, i)))
+		}
+		return b.String()
+	}
+	if !reflect.DeepEqual(got.Interface(), want.Interface()) {
+		return fmt.Sprintf("\n  %s: got %s, want %s", path, show(got), show(want))
+	}
+	return ""
+}
+
+func show(v reflect.Value) string {
+	if !v.IsValid() {
+		return "<invalid>"
+	}
+	switch {
+	case v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.Uint8:
+		if v.IsNil() {
+			return "nil"
+		}
+		return fmt.Sprintf("%q", v.Bytes())
+	case v.Kind() == reflect.Pointer && v.IsNil():
+		return "nil"
+	case v.Kind() == reflect.Pointer:
+		return "&" + show(v.Elem())
+	case v.Type() == reflect.TypeFor[time.Time]():
+		tm := v.Interface().(time.Time)
+		return tm.Format(time.RFC3339Nano) + " (" + tm.Location().String() + ")"
+	}
+	return fmt.Sprintf("%+v", v.Interface())
+}
+
+func wantErr(t *testing.T, what string, err, target error) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		t.Errorf("%s: got error %v, want %v", what, err, target)
+	}
+}
+
+func wantOK(t *testing.T, what string, err error) {
+	t.Helper()
+	if err != nil {
+		t.Errorf("%s: %v", what, err)
+	}
+}
+
+func newSession(id, agent, key string) *store.Session {
+	return &store.Session{
+		ID:                 id,
+		DeploymentID:       "dep-1",
+		RootSessionID:      id,
+		Agent:              agent,
+		Template:           "default",
+		Key:                key,
+		Status:             "open",
+		CloseAfterIdle:     "7d",
+		HibernateAfterIdle: "30s",
+		CreatedAt:          at(0),
+	}
+}
+
+func newTurn(sessionID, id string, seq int64, status string) *store.Turn {
+	return &store.Turn{
+		ID:        id,
+		SessionID: sessionID,
+		Sequence:  seq,
+		Status:    status,
+		Input:     raw(`"hello"`),
+		Source:    raw(`{"kind":"user"}`),
+		CreatedAt: at(int(seq)),
+	}
+}
+
+func storedSession(s store.Session) store.Session {
+	s.CreatedAt = stored(s.CreatedAt)
+	s.IdleSince = storedPtr(s.IdleSince)
+	return s
+}
+
+func storedTurn(tr store.Turn) store.Turn {
+	tr.CreatedAt = stored(tr.CreatedAt)
+	tr.StartedAt = storedPtr(tr.StartedAt)
+	tr.TerminalAt = storedPtr(tr.TerminalAt)
+	return tr
+}
+
+func storedMessage(m store.Message) store.Message {
+	m.CreatedAt = stored(m.CreatedAt)
+	return m
+}
+
+func sessionIDs(ss []store.Session) []string {
+	ids := []string{}
+	for _, s := range ss {
+		ids = append(ids, s.ID)
+	}
+	return ids
+}
+
+func turnIDs(ts []store.Turn) []string {
+	ids := []string{}
+	for _, tr := range ts {
+		ids = append(ids, tr.ID)
+	}
+	return ids
+}
+
+func messageIDs(ms []store.Message) []string {
+	ids := []string{}
+	for _, m := range ms {
+		ids = append(ids, m.ID)
+	}
+	return ids
+}
+
+func deploymentIDs(ds []store.Deployment) []string {
+	ids := []string{}
+	for _, d := range ds {
+		ids = append(ids, d.ID)
+	}
+	return ids
+}
+
+func eventSeqs(es []store.Event) []int64 {
+	seqs := []int64{}
+	for _, e := range es {
+		seqs = append(seqs, e.Sequence)
+	}
+	return seqs
+}
+
+func checkIDs(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if got == nil {
+		got = []string{}
+	}
+	if want == nil {
+		want = []string{}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("%s: got %q, want %q", what, got, want)
+	}
+}
+
+// --- meta, API keys, deployments ---
+
+func testMeta(t *testing.T, s store.Store) {
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		_, err := tx.GetMeta(ctx, "missing")
+		wantErr(t, "GetMeta(missing)", err, store.ErrNotFound)
+		return nil
+	})
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		wantOK(t, "PutMeta(a)", tx.PutMeta(ctx, "a", "one"))
+		wantOK(t, "PutMeta(b)", tx.PutMeta(ctx, "b", ""))
+		v, err := tx.GetMeta(ctx, "a")
+		if err != nil || v != "one" {
+			t.Errorf("GetMeta(a) in the writing Update = %q, %v; want one", v, err)
+		}
+		return nil
+	})
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		wantOK(t, "PutMeta(a) again", tx.PutMeta(ctx, "a", "two"))
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		for key, want := range map[string]string{"a": "two", "b": ""} {
+			v, err := tx.GetMeta(ctx, key)
+			if err != nil || v != want {
+				t.Errorf("GetMeta(%s) = %q, %v; want %q", key, v, err, want)
+			}
+		}
+		return nil
+	})
+}
+
+func testAPIKeys(t *testing.T, s store.Store) {
+	k := &store.APIKey{ID: "key-1", Name: "dev laptop", Hash: "sha256:aaaa", CreatedAt: at(1)}
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		wantOK(t, "InsertAPIKey", tx.InsertAPIKey(ctx, k))
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		got, err := tx.GetAPIKeyByHash(ctx, k.Hash)
+		if err != nil {
+			t.Fatalf("GetAPIKeyByHash: %v", err)
+		}
+		want := *k
+		want.CreatedAt = stored(k.CreatedAt)
+		check(t, "APIKey", *got, want)
+		_, err = tx.GetAPIKeyByHash(ctx, "sha256:bbbb")
+		wantErr(t, "GetAPIKeyByHash(missing)", err, store.ErrNotFound)
+		return nil
+	})
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		err := tx.InsertAPIKey(ctx, &store.APIKey{ID: "key-2", Name: "other", Hash: k.Hash, CreatedAt: at(2)})
+		wantErr(t, "InsertAPIKey(same hash)", err, store.ErrDuplicate)
+		err = tx.InsertAPIKey(ctx, &store.APIKey{ID: k.ID, Name: "other", Hash: "sha256:cccc", CreatedAt: at(2)})
+		wantErr(t, "InsertAPIKey(same id)", err, store.ErrDuplicate)
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		_, err := tx.GetAPIKeyByHash(ctx, "sha256:cccc")
+		wantErr(t, "GetAPIKeyByHash(refused duplicate)", err, store.ErrNotFound)
+		got, err := tx.GetAPIKeyByHash(ctx, k.Hash)
+		if err != nil || got.ID != k.ID || got.Name != k.Name {
+			t.Errorf("GetAPIKeyByHash after refused duplicates = %+v, %v; want the original", got, err)
+		}
+		return nil
+	})
+}
+
+func testDeployments(t *testing.T, s store.Store) {
+	d := &store.Deployment{
+		ID:         "dep-1",
+		Digest:     "sha256:1111",
+		Manifest:   raw(`{"version":"helmr.manifest.v1","agents":[{"id":"a"}]}`),
+		BinaryPath: "/var/lib/helmr/deployments/dep-1/agent",
+		CreatedAt:  at(3),
+	}
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		wantOK(t, "InsertDeployment", tx.InsertDeployment(ctx, d))
+		return nil
+	})
+	want := *d
+	want.CreatedAt = stored(d.CreatedAt)
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		got, err := tx.GetDeployment(ctx, d.ID)
+		if err != nil {
+			t.Fatalf("GetDeployment: %v", err)
+		}
+		check(t, "GetDeployment", *got, want)
+		got, err = tx.GetDeploymentByDigest(ctx, d.Digest)
+		if err != nil {
+			t.Fatalf("GetDeploymentByDigest: %v", err)
+		}
+		check(t, "GetDeploymentByDigest", *got, want)
+		_, err = tx.GetDeployment(ctx, "dep-missing")
+		wantErr(t, "GetDeployment(missing)", err, store.ErrNotFound)
+		_, err = tx.GetDeploymentByDigest(ctx, "sha256:missing")
+		wantErr(t, "GetDeploymentByDigest(missing)", err, store.ErrNotFound)
+		return nil
+	})
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		dup := *d
+		dup.ID = "dep-2"
+		wantErr(t, "InsertDeployment(same digest)", tx.InsertDeployment(ctx, &dup), store.ErrDuplicate)
+		dup = *d
+		dup.Digest = "sha256:2222"
+		wantErr(t, "InsertDeployment(same id)", tx.InsertDeployment(ctx, &dup), store.ErrDuplicate)
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		_, err := tx.GetDeployment(ctx, "dep-2")
+		wantErr(t, "GetDeployment(refused duplicate)", err, store.ErrNotFound)
+		got, err := tx.GetDeployment(ctx, d.ID)
+		if err != nil {
+			t.Fatalf("GetDeployment: %v", err)
+		}
+		check(t, "GetDeployment after refused duplicates", *got, want)
+		return nil
+	})
+}
+
+func testListDeployments(t *testing.T, s store.Store) {
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		ds, err := tx.ListDeployments(ctx, "", 10)
+		if err != nil || len(ds) != 0 {
+			t.Errorf("ListDeployments on an empty store = %d deployments, %v; want none", len(ds), err)
+		}
+		return nil
+	})
+	// Inserted out of order; IDs sort by creation.
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, i := range []int{3, 1, 5, 2, 4} {
+			d := &store.Deployment{ID: fmt.Sprintf("dep-%d", i), Digest: fmt.Sprintf("sha256:%d", i),
+				Manifest: raw(`{}`), BinaryPath: "bin", CreatedAt: at(i)}
+			wantOK(t, "InsertDeployment", tx.InsertDeployment(ctx, d))
+		}
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, c := range []struct {
+			before string
+			limit  int
+			want   []string
+		}{
+			{"", 10, []string{"dep-5", "dep-4", "dep-3", "dep-2", "dep-1"}},
+			{"", 2, []string{"dep-5", "dep-4"}},
+			{"dep-4", 2, []string{"dep-3", "dep-2"}},
+			{"dep-2", 10, []string{"dep-1"}},
+			{"dep-1", 10, nil},
+		} {
+			ds, err := tx.ListDeployments(ctx, c.before, c.limit)
+			if err != nil {
+				t.Errorf("ListDeployments(%q, %d): %v", c.before, c.limit, err)
+				continue
+			}
+			checkIDs(t, fmt.Sprintf("ListDeployments(%q, %d)", c.before, c.limit), deploymentIDs(ds), c.want)
+		}
+		ds, err := tx.ListDeployments(ctx, "", 1)
+		if err != nil || len(ds) != 1 {
+			t.Fatalf("ListDeployments(\"\", 1) = %v, %v", ds, err)
+		}
+		check(t, "listed deployment", ds[0], store.Deployment{ID: "dep-5", Digest: "sha256:5", Manifest: raw(`{}`), BinaryPath: "bin", CreatedAt: stored(at(5))})
+		return nil
+	})
+}
+
+// --- sessions ---
+
+func testSessions(t *testing.T, s store.Store) {
+	full := &store.Session{
+		ID:                 "ses-1",
+		DeploymentID:       "dep-1",
+		RootSessionID:      "ses-0",
+		Agent:              "support",
+		Template:           "python",
+		ComputerID:         "cmp-1",
+		ParentSessionID:    "ses-0",
+		RequesterSessionID: "ses-9",
+		Key:                "ticket-42",
+		Status:             "open",
+		CloseAfterIdle:     "never",
+		HibernateAfterIdle: "15m",
+		MaxTurnDuration:    "1h",
+		IdleSince:          ptr(at(7)),
+		InitialTurnID:      "turn-1",
+		CreatedAt:          at(6),
+	}
+	minimal := &store.Session{
+		ID:                 "ses-2",
+		DeploymentID:       "dep-1",
+		RootSessionID:      "ses-2",
+		Agent:              "support",
+		Template:           "default",
+		Status:             "closed",
+		CloseAfterIdle:     "7d",
+		HibernateAfterIdle: "30s",
+		CreatedAt:          at(8),
+	}
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		wantOK(t, "InsertSession(full)", tx.InsertSession(ctx, full))
+		wantOK(t, "InsertSession(minimal)", tx.InsertSession(ctx, minimal))
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, want := range []*store.Session{full, minimal} {
+			got, err := tx.GetSession(ctx, want.ID)
+			if err != nil {
+				t.Errorf("GetSession(%s): %v", want.ID, err)
+				continue
+			}
+			check(t, "GetSession("+want.ID+")", *got, storedSession(*want))
+		}
+		got, err := tx.GetSessionByKey(ctx, "support", "ticket-42")
+		if err != nil {
+			t.Fatalf("GetSessionByKey: %v", err)
+		}
+		check(t, "GetSessionByKey", *got, storedSession(*full))
+		_, err = tx.GetSession(ctx, "ses-missing")
+		wantErr(t, "GetSession(missing)", err, store.ErrNotFound)
+		return nil
+	})
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		dup := *minimal
+		dup.Agent = "other"
+		wantErr(t, "InsertSession(same id)", tx.InsertSession(ctx, &dup), store.ErrDuplicate)
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		got, err := tx.GetSession(ctx, minimal.ID)
+		if err != nil {
+			t.Fatalf("GetSession: %v", err)
+		}
+		check(t, "GetSession after refused duplicate", *got, storedSession(*minimal))
+		return nil
+	})
+}
+
+func testSessionKeys(t *testing.T, s store.Store) {
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		wantOK(t, "InsertSession(a, k)", tx.InsertSession(ctx, newSession("ses-1", "a", "k")))
+		// The same key under another agent is another Session.
+		wantOK(t, "InsertSession(b, k)", tx.InsertSession(ctx, newSession("ses-2", "b", "k")))
+		// Sessions without a key never collide.
+		wantOK(t, "InsertSession(a, '') #1", tx.InsertSession(ctx, newSession("ses-3", "a", "")))
+		wantOK(t, "InsertSession(a, '') #2", tx.InsertSession(ctx, newSession("ses-4", "a", "")))
+		return nil
+	})
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		err := tx.InsertSession(ctx, newSession("ses-5", "a", "k"))
+		wantErr(t, "InsertSession(a, k) again", err, store.ErrDuplicate)
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, c := range []struct{ agent, key, want string }{{"a", "k", "ses-1"}, {"b", "k", "ses-2"}} {
+			got, err := tx.GetSessionByKey(ctx, c.agent, c.key)
+			if err != nil || got.ID != c.want {
+				t.Errorf("GetSessionByKey(%s, %s) = %v, %v; want %s", c.agent, c.key, got, err, c.want)
+			}
+		}
+		_, err := tx.GetSessionByKey(ctx, "c", "k")
+		wantErr(t, "GetSessionByKey(other agent)", err, store.ErrNotFound)
+		_, err = tx.GetSessionByKey(ctx, "a", "other")
+		wantErr(t, "GetSessionByKey(other key)", err, store.ErrNotFound)
+		_, err = tx.GetSessionByKey(ctx, "a", "")
+		wantErr(t, "GetSessionByKey(empty key)", err, store.ErrNotFound)
+		_, err = tx.GetSession(ctx, "ses-5")
+		wantErr(t, "GetSession(refused duplicate key)", err, store.ErrNotFound)
+		return nil
+	})
+}
+
+func testUpdateSession(t *testing.T, s store.Store) {
+	ses := newSession("ses-1", "a", "k")
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		wantOK(t, "InsertSession", tx.InsertSession(ctx, ses))
+		wantOK(t, "InsertSession(other)", tx.InsertSession(ctx, newSession("ses-2", "a", "")))
+		return nil
+	})
+	changed := *ses
+	changed.ComputerID = "cmp-7"
+	changed.Status = "closing"
+	changed.IdleSince = ptr(at(9))
+	changed.InitialTurnID = "turn-1"
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		wantOK(t, "UpdateSession", tx.UpdateSession(ctx, &changed))
+		got, err := tx.GetSession(ctx, ses.ID)
+		if err != nil {
+			t.Fatalf("GetSession in the writing Update: %v", err)
+		}
+		check(t, "GetSession in the writing Update", *got, storedSession(changed))
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		got, err := tx.GetSession(ctx, ses.ID)
+		if err != nil {
+			t.Fatalf("GetSession: %v", err)
+		}
+		check(t, "updated Session", *got, storedSession(changed))
+		other, err := tx.GetSession(ctx, "ses-2")
+		if err != nil {
+			t.Fatalf("GetSession(other): %v", err)
+		}
+		check(t, "other Session", *other, storedSession(*newSession("ses-2", "a", "")))
+		return nil
+	})
+	// IdleSince goes back to nil.
+	changed.IdleSince = nil
+	changed.Status = "closed"
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		wantOK(t, "UpdateSession(clear idle)", tx.UpdateSession(ctx, &changed))
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		got, err := tx.GetSession(ctx, ses.ID)
+		if err != nil {
+			t.Fatalf("GetSession: %v", err)
+		}
+		check(t, "Session with IdleSince cleared", *got, storedSession(changed))
+		return nil
+	})
+}
+
+func testListSessions(t *testing.T, s store.Store) {
+	type row struct{ id, agent, key, status, parent, requester string }
+	rows := []row{
+		{"ses-01", "a", "k1", "open", "", ""},
+		{"ses-02", "a", "", "closed", "", ""},
+		{"ses-03", "b", "k1", "open", "ses-01", "ses-01"},
+		{"ses-04", "a", "k2", "closing", "ses-01", "ses-03"},
+		{"ses-05", "b", "", "open", "ses-03", "ses-01"},
+		{"ses-06", "a", "", "open", "", "ses-03"},
+		{"ses-07", "c", "k3", "closed", "ses-01", ""},
+		{"ses-08", "a", "k3", "open", "", ""},
+	}
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		// Insert in reverse so that insertion order is not ID order.
+		for _, r := range slices.Backward(rows) {
+			ses := newSession(r.id, r.agent, r.key)
+			ses.Status, ses.ParentSessionID, ses.RequesterSessionID = r.status, r.parent, r.requester
+			wantOK(t, "InsertSession("+r.id+")", tx.InsertSession(ctx, ses))
+		}
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, c := range []struct {
+			name string
+			f    store.SessionFilter
+			want []string
+		}{
+			{"all", store.SessionFilter{Limit: 100}, []string{"ses-01", "ses-02", "ses-03", "ses-04", "ses-05", "ses-06", "ses-07", "ses-08"}},
+			{"agent", store.SessionFilter{Agent: "a", Limit: 100}, []string{"ses-01", "ses-02", "ses-04", "ses-06", "ses-08"}},
+			{"key", store.SessionFilter{Key: "k1", Limit: 100}, []string{"ses-01", "ses-03"}},
+			{"agent and key", store.SessionFilter{Agent: "a", Key: "k3", Limit: 100}, []string{"ses-08"}},
+			{"one status", store.SessionFilter{Statuses: []string{"closed"}, Limit: 100}, []string{"ses-02", "ses-07"}},
+			{"statuses", store.SessionFilter{Statuses: []string{"open", "closing"}, Limit: 100}, []string{"ses-01", "ses-03", "ses-04", "ses-05", "ses-06", "ses-08"}},
+			{"parent", store.SessionFilter{ParentSessionID: "ses-01", Limit: 100}, []string{"ses-03", "ses-04", "ses-07"}},
+			{"requester", store.SessionFilter{RequesterSessionID: "ses-03", Limit: 100}, []string{"ses-04", "ses-06"}},
+			{"parent and requester", store.SessionFilter{ParentSessionID: "ses-01", RequesterSessionID: "ses-01", Limit: 100}, []string{"ses-03"}},
+			{"agent and statuses", store.SessionFilter{Agent: "b", Statuses: []string{"open"}, Limit: 100}, []string{"ses-03", "ses-05"}},
+			{"no match", store.SessionFilter{Agent: "zzz", Limit: 100}, nil},
+			{"limit", store.SessionFilter{Limit: 3}, []string{"ses-01", "ses-02", "ses-03"}},
+			{"after", store.SessionFilter{AfterID: "ses-03", Limit: 3}, []string{"ses-04", "ses-05", "ses-06"}},
+			{"after last", store.SessionFilter{AfterID: "ses-08", Limit: 3}, nil},
+			{"after with filter", store.SessionFilter{Agent: "a", AfterID: "ses-02", Limit: 2}, []string{"ses-04", "ses-06"}},
+			{"after with statuses", store.SessionFilter{Statuses: []string{"open"}, AfterID: "ses-05", Limit: 100}, []string{"ses-06", "ses-08"}},
+		} {
+			ss, err := tx.ListSessions(ctx, c.f)
+			if err != nil {
+				t.Errorf("ListSessions(%s): %v", c.name, err)
+				continue
+			}
+			checkIDs(t, "ListSessions("+c.name+")", sessionIDs(ss), c.want)
+		}
+		// Paging through everything with a small page visits each Session once.
+		var all []string
+		f := store.SessionFilter{Statuses: []string{"open", "closed"}, Limit: 2}
+		for range 10 {
+			ss, err := tx.ListSessions(ctx, f)
+			if err != nil {
+				t.Fatalf("ListSessions: %v", err)
+			}
+			if len(ss) == 0 {
+				break
+			}
+			all = append(all, sessionIDs(ss)...)
+			f.AfterID = ss[len(ss)-1].ID
+		}
+		checkIDs(t, "paged ListSessions", all, []string{"ses-01", "ses-02", "ses-03", "ses-05", "ses-06", "ses-07", "ses-08"})
+		// Listed rows carry every field.
+		ss, err := tx.ListSessions(ctx, store.SessionFilter{Key: "k2", Limit: 1})
+		if err != nil || len(ss) != 1 {
+			t.Fatalf("ListSessions(k2) = %v, %v", ss, err)
+		}
+		want := newSession("ses-04", "a", "k2")
+		want.Status, want.ParentSessionID, want.RequesterSessionID = "closing", "ses-01", "ses-03"
+		check(t, "listed Session", ss[0], storedSession(*want))
+		return nil
+	})
+}
+
+// --- turns ---
+
+func testTurns(t *testing.T, s store.Store) {
+	full := &store.Turn{
+		ID:             "turn-1",
+		SessionID:      "ses-1",
+		Sequence:       1,
+		Status:         "completed",
+		Input:          raw(`[{"type":"text","text":"hi"}]`),
+		Source:         raw(`{"kind":"api_key"}`),
+		CreatedAt:      at(10),
+		StartedAt:      ptr(at(11)),
+		TerminalAt:     ptr(at(12)),
+		Result:         raw(`{"answer":42,"list":[1,2.5,"x"],"nested":{"ok":true}}`),
+		Response:       raw(`[{"type":"json","value":{"a":null}}]`),
+		ResponseStaged: true,
+		ErrorCode:      "handler_failed",
+		ErrorMessage:   "it broke: \"quoted\" and ünïcode",
+		OutputBytes:    123456,
+		LastOp:         77,
+	}
+	// Nil JSON and nil times stay nil.
+	minimal := &store.Turn{ID: "turn-2", SessionID: "ses-1", Sequence: 2, Status: "queued", CreatedAt: at(13)}
+	// JSON null and empty values are not nil.
+	empties := &store.Turn{ID: "turn-3", SessionID: "ses-1", Sequence: 3, Status: "queued",
+		Input: raw(`null`), Source: raw(`{}`), Result: raw(`""`), Response: raw(`[]`), CreatedAt: at(14)}
+	other := &store.Turn{ID: "turn-4", SessionID: "ses-2", Sequence: 1, Status: "running", Input: raw(`1`), CreatedAt: at(15)}
+	all := []*store.Turn{full, minimal, empties, other}
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, tr := range all {
+			wantOK(t, "InsertTurn("+tr.ID+")", tx.InsertTurn(ctx, tr))
+		}
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, want := range all {
+			got, err := tx.GetTurn(ctx, want.SessionID, want.ID)
+			if err != nil {
+				t.Errorf("GetTurn(%s): %v", want.ID, err)
+				continue
+			}
+			check(t, "GetTurn("+want.ID+")", *got, storedTurn(*want))
+		}
+		_, err := tx.GetTurn(ctx, "ses-1", "turn-missing")
+		wantErr(t, "GetTurn(missing)", err, store.ErrNotFound)
+		_, err = tx.GetTurn(ctx, "ses-2", "turn-1")
+		wantErr(t, "GetTurn(other Session's Turn)", err, store.ErrNotFound)
+		return nil
+	})
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		err := tx.InsertTurn(ctx, newTurn("ses-3", "turn-1", 1, "queued"))
+		wantErr(t, "InsertTurn(same id, other Session)", err, store.ErrDuplicate)
+		err = tx.InsertTurn(ctx, newTurn("ses-1", "turn-9", 2, "queued"))
+		wantErr(t, "InsertTurn(same Session and sequence)", err, store.ErrDuplicate)
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		_, err := tx.GetTurn(ctx, "ses-1", "turn-9")
+		wantErr(t, "GetTurn(refused duplicate)", err, store.ErrNotFound)
+		_, err = tx.GetTurn(ctx, "ses-3", "turn-1")
+		wantErr(t, "GetTurn(refused duplicate id)", err, store.ErrNotFound)
+		got, err := tx.GetTurn(ctx, "ses-1", "turn-2")
+		if err != nil {
+			t.Fatalf("GetTurn: %v", err)
+		}
+		check(t, "GetTurn after refused duplicates", *got, storedTurn(*minimal))
+		return nil
+	})
+}
+
+func testUpdateTurn(t *testing.T, s store.Store) {
+	tr := newTurn("ses-1", "turn-1", 1, "queued")
+	sibling := newTurn("ses-1", "turn-2", 2, "queued")
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		wantOK(t, "InsertTurn", tx.InsertTurn(ctx, tr))
+		wantOK(t, "InsertTurn(sibling)", tx.InsertTurn(ctx, sibling))
+		return nil
+	})
+	// queued → running → completed with every mutable field set.
+	running := *tr
+	running.Status = "running"
+	running.StartedAt = ptr(at(20))
+	running.Response = raw(`[{"type":"text","text":"draft"}]`)
+	running.OutputBytes = 10
+	running.LastOp = 3
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		wantOK(t, "UpdateTurn(running)", tx.UpdateTurn(ctx, &running))
+		got, err := tx.GetTurn(ctx, tr.SessionID, tr.ID)
+		if err != nil {
+			t.Fatalf("GetTurn in the writing Update: %v", err)
+		}
+		check(t, "GetTurn in the writing Update", *got, storedTurn(running))
+		return nil
+	})
+	done := running
+	done.Status = "failed"
+	done.TerminalAt = ptr(at(21))
+	done.Result = raw(`{"partial":true}`)
+	done.Response = raw(`[{"type":"text","text":"final"}]`)
+	done.ResponseStaged = true
+	done.ErrorCode = "deadline_exceeded"
+	done.ErrorMessage = "took too long"
+	done.OutputBytes = 1 << 40
+	done.LastOp = 1 << 33
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		wantOK(t, "UpdateTurn(failed)", tx.UpdateTurn(ctx, &done))
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		got, err := tx.GetTurn(ctx, tr.SessionID, tr.ID)
+		if err != nil {
+			t.Fatalf("GetTurn: %v", err)
+		}
+		check(t, "updated Turn", *got, storedTurn(done))
+		got, err = tx.GetTurn(ctx, sibling.SessionID, sibling.ID)
+		if err != nil {
+			t.Fatalf("GetTurn(sibling): %v", err)
+		}
+		check(t, "sibling Turn", *got, storedTurn(*sibling))
+		return nil
+	})
+	// Pointers and JSON go back to nil.
+	cleared := done
+	cleared.StartedAt, cleared.TerminalAt, cleared.Result, cleared.Response = nil, nil, nil, nil
+	cleared.ResponseStaged, cleared.ErrorCode, cleared.ErrorMessage = false, "", ""
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		wantOK(t, "UpdateTurn(cleared)", tx.UpdateTurn(ctx, &cleared))
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		got, err := tx.GetTurn(ctx, tr.SessionID, tr.ID)
+		if err != nil {
+			t.Fatalf("GetTurn: %v", err)
+		}
+		check(t, "cleared Turn", *got, storedTurn(cleared))
+		return nil
+	})
+}
+
+func testListTurns(t *testing.T, s store.Store) {
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, seq := range []int64{3, 1, 5, 2, 4} {
+			wantOK(t, "InsertTurn", tx.InsertTurn(ctx, newTurn("ses-a", fmt.Sprintf("a-%d", seq), seq, "completed")))
+		}
+		for _, seq := range []int64{1, 2} {
+			wantOK(t, "InsertTurn", tx.InsertTurn(ctx, newTurn("ses-b", fmt.Sprintf("b-%d", seq), seq, "completed")))
+		}
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, c := range []struct {
+			session string
+			after   int64
+			limit   int
+			want    []string
+		}{
+			{"ses-a", 0, 100, []string{"a-1", "a-2", "a-3", "a-4", "a-5"}},
+			{"ses-a", 0, 2, []string{"a-1", "a-2"}},
+			{"ses-a", 2, 2, []string{"a-3", "a-4"}},
+			{"ses-a", 4, 100, []string{"a-5"}},
+			{"ses-a", 5, 100, nil},
+			{"ses-b", 0, 100, []string{"b-1", "b-2"}},
+			{"ses-none", 0, 100, nil},
+		} {
+			ts, err := tx.ListTurns(ctx, c.session, c.after, c.limit)
+			if err != nil {
+				t.Errorf("ListTurns(%s, %d, %d): %v", c.session, c.after, c.limit, err)
+				continue
+			}
+			checkIDs(t, fmt.Sprintf("ListTurns(%s, %d, %d)", c.session, c.after, c.limit), turnIDs(ts), c.want)
+		}
+		ts, err := tx.ListTurns(ctx, "ses-a", 2, 1)
+		if err != nil || len(ts) != 1 {
+			t.Fatalf("ListTurns = %v, %v", ts, err)
+		}
+		check(t, "listed Turn", ts[0], storedTurn(*newTurn("ses-a", "a-3", 3, "completed")))
+		for session, want := range map[string]int64{"ses-a": 5, "ses-b": 2, "ses-none": 0} {
+			n, err := tx.MaxTurnSequence(ctx, session)
+			if err != nil || n != want {
+				t.Errorf("MaxTurnSequence(%s) = %d, %v; want %d", session, n, err, want)
+			}
+		}
+		return nil
+	})
+}
+
+func testTurnsByStatus(t *testing.T, s store.Store) {
+	type row struct {
+		session string
+		seq     int64
+		status  string
+	}
+	rows := []row{
+		{"ses-a", 1, "completed"}, {"ses-a", 2, "running"}, {"ses-a", 3, "queued"}, {"ses-a", 4, "queued"},
+		{"ses-b", 1, "failed"}, {"ses-b", 2, "queued"},
+		{"ses-c", 1, "completed"}, {"ses-c", 2, "cancelled"},
+		{"ses-d", 1, "interrupted"}, {"ses-d", 2, "running"},
+	}
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, r := range slices.Backward(rows) {
+			wantOK(t, "InsertTurn", tx.InsertTurn(ctx, newTurn(r.session, fmt.Sprintf("%s-%d", r.session, r.seq), r.seq, r.status)))
+		}
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, c := range []struct{ session, status, want string }{
+			{"ses-a", "queued", "ses-a-3"},
+			{"ses-a", "running", "ses-a-2"},
+			{"ses-a", "completed", "ses-a-1"},
+			{"ses-b", "queued", "ses-b-2"},
+			{"ses-d", "running", "ses-d-2"},
+		} {
+			got, err := tx.FirstTurnWithStatus(ctx, c.session, c.status)
+			if err != nil || got.ID != c.want {
+				t.Errorf("FirstTurnWithStatus(%s, %s) = %v, %v; want %s", c.session, c.status, got, err, c.want)
+			}
+		}
+		got, err := tx.FirstTurnWithStatus(ctx, "ses-a", "queued")
+		if err != nil {
+			t.Fatalf("FirstTurnWithStatus: %v", err)
+		}
+		check(t, "FirstTurnWithStatus row", *got, storedTurn(*newTurn("ses-a", "ses-a-3", 3, "queued")))
+		_, err = tx.FirstTurnWithStatus(ctx, "ses-c", "queued")
+		wantErr(t, "FirstTurnWithStatus(none)", err, store.ErrNotFound)
+		_, err = tx.FirstTurnWithStatus(ctx, "ses-none", "queued")
+		wantErr(t, "FirstTurnWithStatus(no Session)", err, store.ErrNotFound)
+
+		for status, want := range map[string][]string{
+			"queued":    {"ses-a-3", "ses-a-4", "ses-b-2"},
+			"running":   {"ses-a-2", "ses-d-2"},
+			"cancelled": {"ses-c-2"},
+			"unknown":   nil,
+		} {
+			ts, err := tx.TurnsWithStatus(ctx, status)
+			if err != nil {
+				t.Errorf("TurnsWithStatus(%s): %v", status, err)
+				continue
+			}
+			for _, tr := range ts {
+				if tr.Status != status {
+					t.Errorf("TurnsWithStatus(%s) returned %s in status %s", status, tr.ID, tr.Status)
+				}
+			}
+			ids := turnIDs(ts)
+			slices.Sort(ids)
+			checkIDs(t, "TurnsWithStatus("+status+")", ids, want)
+		}
+
+		ids, err := tx.SessionsWithWork(ctx)
+		if err != nil {
+			t.Fatalf("SessionsWithWork: %v", err)
+		}
+		slices.Sort(ids)
+		checkIDs(t, "SessionsWithWork", ids, []string{"ses-a", "ses-b", "ses-d"})
+		return nil
+	})
+	// Work drains as Turns settle.
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, id := range []string{"ses-a-2", "ses-a-3", "ses-a-4"} {
+			tr, err := tx.GetTurn(ctx, "ses-a", id)
+			if err != nil {
+				t.Fatalf("GetTurn: %v", err)
+			}
+			tr.Status = "completed"
+			wantOK(t, "UpdateTurn", tx.UpdateTurn(ctx, tr))
+		}
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		ids, err := tx.SessionsWithWork(ctx)
+		if err != nil {
+			t.Fatalf("SessionsWithWork: %v", err)
+		}
+		slices.Sort(ids)
+		checkIDs(t, "SessionsWithWork after settling", ids, []string{"ses-b", "ses-d"})
+		return nil
+	})
+}
+
+// --- messages ---
+
+func testMessages(t *testing.T, s store.Store) {
+	m := &store.Message{ID: "msg-1", SessionID: "ses-1", TurnID: "turn-1",
+		Content: raw(`[{"type":"text","text":"more"},{"type":"json","value":[1,{"b":false}]}]`),
+		Source:  raw(`{"kind":"session","requester_session_id":"ses-0"}`), Status: "admitted", CreatedAt: at(30)}
+	empty := &store.Message{ID: "msg-2", SessionID: "ses-1", TurnID: "turn-1",
+		Content: raw(`[]`), Source: raw(`{}`), Status: "admitted", CreatedAt: at(31)}
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		wantOK(t, "InsertMessage", tx.InsertMessage(ctx, m))
+		wantOK(t, "InsertMessage(empty)", tx.InsertMessage(ctx, empty))
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, want := range []*store.Message{m, empty} {
+			got, err := tx.GetMessage(ctx, want.ID)
+			if err != nil {
+				t.Errorf("GetMessage(%s): %v", want.ID, err)
+				continue
+			}
+			check(t, "GetMessage("+want.ID+")", *got, storedMessage(*want))
+		}
+		_, err := tx.GetMessage(ctx, "msg-missing")
+		wantErr(t, "GetMessage(missing)", err, store.ErrNotFound)
+		return nil
+	})
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		dup := *empty
+		dup.ID = m.ID
+		wantErr(t, "InsertMessage(same id)", tx.InsertMessage(ctx, &dup), store.ErrDuplicate)
+		return nil
+	})
+	delivered := *m
+	delivered.Status = "delivered"
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		wantOK(t, "UpdateMessage", tx.UpdateMessage(ctx, &delivered))
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		got, err := tx.GetMessage(ctx, m.ID)
+		if err != nil {
+			t.Fatalf("GetMessage: %v", err)
+		}
+		check(t, "updated Message", *got, storedMessage(delivered))
+		got, err = tx.GetMessage(ctx, empty.ID)
+		if err != nil {
+			t.Fatalf("GetMessage: %v", err)
+		}
+		check(t, "other Message", *got, storedMessage(*empty))
+		return nil
+	})
+}
+
+func testPendingMessages(t *testing.T, s store.Store) {
+	// IDs deliberately sort against creation time: order is oldest first.
+	msgs := []struct {
+		id, turn, status string
+		at               int
+	}{
+		{"msg-9", "turn-1", "admitted", 1},
+		{"msg-8", "turn-1", "delivered", 2},
+		{"msg-7", "turn-1", "admitted", 3},
+		{"msg-6", "turn-1", "rejected", 4},
+		{"msg-5", "turn-2", "admitted", 5},
+		{"msg-4", "turn-1", "admitted", 6},
+	}
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, i := range []int{3, 5, 0, 2, 4, 1} {
+			c := msgs[i]
+			m := &store.Message{ID: c.id, SessionID: "ses-1", TurnID: c.turn, Content: raw(`[{"type":"text","text":"` + c.id + `"}]`),
+				Source: raw(`{"kind":"user"}`), Status: c.status, CreatedAt: at(c.at)}
+			wantOK(t, "InsertMessage", tx.InsertMessage(ctx, m))
+		}
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		ms, err := tx.PendingMessages(ctx, "turn-1")
+		if err != nil {
+			t.Fatalf("PendingMessages: %v", err)
+		}
+		checkIDs(t, "PendingMessages(turn-1)", messageIDs(ms), []string{"msg-9", "msg-7", "msg-4"})
+		if len(ms) > 0 {
+			check(t, "pending Message", ms[0], store.Message{ID: "msg-9", SessionID: "ses-1", TurnID: "turn-1",
+				Content: raw(`[{"type":"text","text":"msg-9"}]`), Source: raw(`{"kind":"user"}`), Status: "admitted", CreatedAt: stored(at(1))})
+		}
+		ms, err = tx.PendingMessages(ctx, "turn-2")
+		if err != nil {
+			t.Fatalf("PendingMessages: %v", err)
+		}
+		checkIDs(t, "PendingMessages(turn-2)", messageIDs(ms), []string{"msg-5"})
+		ms, err = tx.PendingMessages(ctx, "turn-none")
+		if err != nil {
+			t.Fatalf("PendingMessages: %v", err)
+		}
+		checkIDs(t, "PendingMessages(turn-none)", messageIDs(ms), nil)
+		return nil
+	})
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		m, err := tx.GetMessage(ctx, "msg-9")
+		if err != nil {
+			t.Fatalf("GetMessage: %v", err)
+		}
+		m.Status = "delivered"
+		wantOK(t, "UpdateMessage", tx.UpdateMessage(ctx, m))
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		ms, err := tx.PendingMessages(ctx, "turn-1")
+		if err != nil {
+			t.Fatalf("PendingMessages: %v", err)
+		}
+		checkIDs(t, "PendingMessages(turn-1) after delivery", messageIDs(ms), []string{"msg-7", "msg-4"})
+		return nil
+	})
+}
+
+// --- events ---
+
+func testEvents(t *testing.T, s store.Store) {
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		n, err := tx.LastEventSequence(ctx, "ses-a")
+		if err != nil || n != 0 {
+			t.Errorf("LastEventSequence on an empty store = %d, %v; want 0", n, err)
+		}
+		es, err := tx.ListEvents(ctx, "ses-a", 0, 100)
+		if err != nil || len(es) != 0 {
+			t.Errorf("ListEvents on an empty store = %v, %v; want none", es, err)
+		}
+		return nil
+	})
+	var want []store.Event
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for i, e := range []*store.Event{
+			{SessionID: "ses-a", Kind: "session.created", Data: raw(`{"agent":"a"}`), CreatedAt: at(40)},
+			{SessionID: "ses-b", Kind: "session.created", Data: raw(`{"agent":"b"}`), CreatedAt: at(41)},
+			{SessionID: "ses-a", TurnID: "turn-1", Kind: "turn.queued", Data: raw(`{"n":[1,2,3]}`), CreatedAt: at(42)},
+			// A preset sequence is ignored; the store assigns it.
+			{SessionID: "ses-a", TurnID: "turn-1", Kind: "turn.running", Data: raw(`{}`), Sequence: 99, CreatedAt: at(43)},
+		} {
+			wantOK(t, "AppendEvent", tx.AppendEvent(ctx, e))
+			wantSeq := []int64{1, 1, 2, 3}[i]
+			if e.Sequence != wantSeq {
+				t.Errorf("AppendEvent #%d assigned sequence %d, want %d", i, e.Sequence, wantSeq)
+			}
+			if e.SessionID == "ses-a" {
+				w := *e
+				w.CreatedAt = stored(e.CreatedAt)
+				want = append(want, w)
+			}
+		}
+		n, err := tx.LastEventSequence(ctx, "ses-a")
+		if err != nil || n != 3 {
+			t.Errorf("LastEventSequence in the writing Update = %d, %v; want 3", n, err)
+		}
+		return nil
+	})
+	// Sequences continue across Updates; nil data is stored as {}.
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		e := &store.Event{SessionID: "ses-a", TurnID: "turn-1", Kind: "turn.completed", CreatedAt: at(44)}
+		wantOK(t, "AppendEvent", tx.AppendEvent(ctx, e))
+		if e.Sequence != 4 {
+			t.Errorf("AppendEvent in a later Update assigned sequence %d, want 4", e.Sequence)
+		}
+		w := *e
+		w.Data = raw(`{}`)
+		w.CreatedAt = stored(e.CreatedAt)
+		want = append(want, w)
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		es, err := tx.ListEvents(ctx, "ses-a", 0, 100)
+		if err != nil {
+			t.Fatalf("ListEvents: %v", err)
+		}
+		check(t, "ListEvents(ses-a)", es, want)
+		for _, c := range []struct {
+			session      string
+			after        int64
+			limit        int
+			want         []int64
+			wantLastSeq  int64
+			checkLastSeq bool
+		}{
+			{"ses-a", 1, 2, []int64{2, 3}, 4, true},
+			{"ses-a", 3, 100, []int64{4}, 0, false},
+			{"ses-a", 4, 100, nil, 0, false},
+			{"ses-a", 0, 1, []int64{1}, 0, false},
+			{"ses-b", 0, 100, []int64{1}, 1, true},
+			{"ses-none", 0, 100, nil, 0, true},
+		} {
+			es, err := tx.ListEvents(ctx, c.session, c.after, c.limit)
+			if err != nil {
+				t.Errorf("ListEvents(%s, %d, %d): %v", c.session, c.after, c.limit, err)
+				continue
+			}
+			if got := eventSeqs(es); !slices.Equal(got, append([]int64{}, c.want...)) {
+				t.Errorf("ListEvents(%s, %d, %d) sequences = %v, want %v", c.session, c.after, c.limit, got, c.want)
+			}
+			for _, e := range es {
+				if e.SessionID != c.session {
+					t.Errorf("ListEvents(%s) returned an event of %s", c.session, e.SessionID)
+				}
+			}
+			if c.checkLastSeq {
+				n, err := tx.LastEventSequence(ctx, c.session)
+				if err != nil || n != c.wantLastSeq {
+					t.Errorf("LastEventSequence(%s) = %d, %v; want %d", c.session, n, err, c.wantLastSeq)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// --- idempotency ---
+
+func testIdempotency(t *testing.T, s store.Store) {
+	r := &store.Idempotency{Scope: "key-1:POST /v1/sessions", Key: "abc", Digest: "sha256:dddd",
+		Response: raw(`{"session":{"id":"ses-1"},"turn":null}`), CreatedAt: at(50)}
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		wantOK(t, "InsertIdempotency", tx.InsertIdempotency(ctx, r))
+		// The same key in another scope is another record.
+		other := *r
+		other.Scope = "key-2:POST /v1/sessions"
+		other.Response = raw(`{}`)
+		wantOK(t, "InsertIdempotency(other scope)", tx.InsertIdempotency(ctx, &other))
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		got, err := tx.GetIdempotency(ctx, r.Scope, r.Key)
+		if err != nil {
+			t.Fatalf("GetIdempotency: %v", err)
+		}
+		want := *r
+		want.CreatedAt = stored(r.CreatedAt)
+		check(t, "GetIdempotency", *got, want)
+		got, err = tx.GetIdempotency(ctx, "key-2:POST /v1/sessions", r.Key)
+		if err != nil || string(got.Response) != `{}` {
+			t.Errorf("GetIdempotency(other scope) = %v, %v", got, err)
+		}
+		_, err = tx.GetIdempotency(ctx, r.Scope, "missing")
+		wantErr(t, "GetIdempotency(missing key)", err, store.ErrNotFound)
+		_, err = tx.GetIdempotency(ctx, "key-3:POST /v1/sessions", r.Key)
+		wantErr(t, "GetIdempotency(missing scope)", err, store.ErrNotFound)
+		return nil
+	})
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		dup := *r
+		dup.Digest = "sha256:eeee"
+		wantErr(t, "InsertIdempotency(same scope and key)", tx.InsertIdempotency(ctx, &dup), store.ErrDuplicate)
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		got, err := tx.GetIdempotency(ctx, r.Scope, r.Key)
+		if err != nil || got.Digest != r.Digest {
+			t.Errorf("GetIdempotency after refused duplicate = %v, %v; want digest %s", got, err, r.Digest)
+		}
+		return nil
+	})
+}
+
+// --- transactions ---
+
+// fixture is one row in every table, to see whether later writes change them.
+func insertFixture(t *testing.T, s store.Store) {
+	t.Helper()
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		wantOK(t, "PutMeta", tx.PutMeta(ctx, "m", "v1"))
+		wantOK(t, "InsertSession", tx.InsertSession(ctx, newSession("ses-1", "a", "k")))
+		wantOK(t, "InsertTurn", tx.InsertTurn(ctx, newTurn("ses-1", "turn-1", 1, "queued")))
+		wantOK(t, "InsertMessage", tx.InsertMessage(ctx, &store.Message{ID: "msg-1", SessionID: "ses-1", TurnID: "turn-1",
+			Content: raw(`[]`), Source: raw(`{}`), Status: "admitted", CreatedAt: at(1)}))
+		wantOK(t, "AppendEvent", tx.AppendEvent(ctx, &store.Event{SessionID: "ses-1", Kind: "session.created", CreatedAt: at(1)}))
+		return nil
+	})
+}
+
+// writeEverything calls every write method of tx and returns their errors.
+func writeEverything(ctx context.Context, tx store.Tx) []error {
+	var errs []error
+	add := func(err error) { errs = append(errs, err) }
+	add(tx.PutMeta(ctx, "m", "v2"))
+	add(tx.PutMeta(ctx, "n", "new"))
+	add(tx.InsertAPIKey(ctx, &store.APIKey{ID: "key-9", Name: "x", Hash: "h9", CreatedAt: at(9)}))
+	add(tx.InsertDeployment(ctx, &store.Deployment{ID: "dep-9", Digest: "d9", Manifest: raw(`{}`), BinaryPath: "b", CreatedAt: at(9)}))
+	add(tx.InsertSession(ctx, newSession("ses-9", "a", "k9")))
+	changed := newSession("ses-1", "a", "k")
+	changed.Status = "closed"
+	add(tx.UpdateSession(ctx, changed))
+	add(tx.InsertTurn(ctx, newTurn("ses-1", "turn-9", 2, "queued")))
+	tr := newTurn("ses-1", "turn-1", 1, "running")
+	add(tx.UpdateTurn(ctx, tr))
+	add(tx.InsertMessage(ctx, &store.Message{ID: "msg-9", SessionID: "ses-1", TurnID: "turn-1",
+		Content: raw(`[]`), Source: raw(`{}`), Status: "admitted", CreatedAt: at(9)}))
+	add(tx.UpdateMessage(ctx, &store.Message{ID: "msg-1", SessionID: "ses-1", TurnID: "turn-1",
+		Content: raw(`[]`), Source: raw(`{}`), Status: "delivered", CreatedAt: at(1)}))
+	add(tx.AppendEvent(ctx, &store.Event{SessionID: "ses-1", Kind: "x", CreatedAt: at(9)}))
+	add(tx.AppendEvent(ctx, &store.Event{SessionID: "ses-9", Kind: "x", CreatedAt: at(9)}))
+	add(tx.InsertIdempotency(ctx, &store.Idempotency{Scope: "s", Key: "k", Digest: "d", Response: raw(`{}`), CreatedAt: at(9)}))
+	return errs
+}
+
+// checkFixtureOnly verifies that the store holds the fixture and nothing of
+// writeEverything.
+func checkFixtureOnly(t *testing.T, s store.Store) {
+	t.Helper()
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		if v, err := tx.GetMeta(ctx, "m"); err != nil || v != "v1" {
+			t.Errorf("GetMeta(m) = %q, %v; want v1", v, err)
+		}
+		_, err := tx.GetMeta(ctx, "n")
+		wantErr(t, "GetMeta(n)", err, store.ErrNotFound)
+		_, err = tx.GetAPIKeyByHash(ctx, "h9")
+		wantErr(t, "GetAPIKeyByHash", err, store.ErrNotFound)
+		_, err = tx.GetDeployment(ctx, "dep-9")
+		wantErr(t, "GetDeployment", err, store.ErrNotFound)
+		_, err = tx.GetSession(ctx, "ses-9")
+		wantErr(t, "GetSession(ses-9)", err, store.ErrNotFound)
+		if ses, err := tx.GetSession(ctx, "ses-1"); err != nil || ses.Status != "open" {
+			t.Errorf("GetSession(ses-1) = %+v, %v; want status open", ses, err)
+		}
+		_, err = tx.GetTurn(ctx, "ses-1", "turn-9")
+		wantErr(t, "GetTurn(turn-9)", err, store.ErrNotFound)
+		if tr, err := tx.GetTurn(ctx, "ses-1", "turn-1"); err != nil || tr.Status != "queued" {
+			t.Errorf("GetTurn(turn-1) = %+v, %v; want status queued", tr, err)
+		}
+		_, err = tx.GetMessage(ctx, "msg-9")
+		wantErr(t, "GetMessage(msg-9)", err, store.ErrNotFound)
+		if m, err := tx.GetMessage(ctx, "msg-1"); err != nil || m.Status != "admitted" {
+			t.Errorf("GetMessage(msg-1) = %+v, %v; want status admitted", m, err)
+		}
+		if n, err := tx.LastEventSequence(ctx, "ses-1"); err != nil || n != 1 {
+			t.Errorf("LastEventSequence(ses-1) = %d, %v; want 1", n, err)
+		}
+		if n, err := tx.LastEventSequence(ctx, "ses-9"); err != nil || n != 0 {
+			t.Errorf("LastEventSequence(ses-9) = %d, %v; want 0", n, err)
+		}
+		_, err = tx.GetIdempotency(ctx, "s", "k")
+		wantErr(t, "GetIdempotency", err, store.ErrNotFound)
+		return nil
+	})
+}
+
+func testUpdateErrorWritesNothing(t *testing.T, s store.Store) {
+	insertFixture(t, s)
+	err := s.Update(t.Context(), func(tx store.Tx) error {
+		for i, err := range writeEverything(t.Context(), tx) {
+			if err != nil {
+				t.Errorf("write #%d in Update: %v", i, err)
+			}
+		}
+		return fmt.Errorf("wrapped: %w", errRollback)
+	})
+	if !errors.Is(err, errRollback) {
+		t.Fatalf("Update returned %v, want the error of its fn", err)
+	}
+	checkFixtureOnly(t, s)
+	// The store still takes writes afterwards.
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		e := &store.Event{SessionID: "ses-1", Kind: "after", CreatedAt: at(10)}
+		wantOK(t, "AppendEvent", tx.AppendEvent(ctx, e))
+		if e.Sequence != 2 {
+			t.Errorf("AppendEvent after a failed Update assigned sequence %d, want 2", e.Sequence)
+		}
+		return nil
+	})
+}
+
+func testUpdateCanceledContext(t *testing.T, s store.Store) {
+	insertFixture(t, s)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	err := s.Update(ctx, func(tx store.Tx) error {
+		writeEverything(ctx, tx)
+		return nil
+	})
+	if err == nil {
+		t.Fatal("Update with a canceled context succeeded")
+	}
+	checkFixtureOnly(t, s)
+}
+
+// testTxUsableAfterError: a refused insert or a missing row does not spoil
+// the transaction; the engine relies on "insert, and on ErrDuplicate read the
+// existing row" within one Update. (A PostgreSQL store needs a savepoint
+// around statements that may fail.)
+func testTxUsableAfterError(t *testing.T, s store.Store) {
+	insertFixture(t, s)
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		wantErr(t, "InsertSession(duplicate key)", tx.InsertSession(ctx, newSession("ses-2", "a", "k")), store.ErrDuplicate)
+		existing, err := tx.GetSessionByKey(ctx, "a", "k")
+		if err != nil || existing.ID != "ses-1" {
+			t.Errorf("GetSessionByKey after ErrDuplicate = %v, %v", existing, err)
+		}
+		_, err = tx.GetTurn(ctx, "ses-1", "turn-missing")
+		wantErr(t, "GetTurn(missing)", err, store.ErrNotFound)
+		wantErr(t, "InsertTurn(duplicate)", tx.InsertTurn(ctx, newTurn("ses-1", "turn-1", 1, "queued")), store.ErrDuplicate)
+		wantOK(t, "InsertTurn after errors", tx.InsertTurn(ctx, newTurn("ses-1", "turn-2", 2, "queued")))
+		e := &store.Event{SessionID: "ses-1", Kind: "turn.queued", CreatedAt: at(2)}
+		wantOK(t, "AppendEvent after errors", tx.AppendEvent(ctx, e))
+		if e.Sequence != 2 {
+			t.Errorf("AppendEvent assigned %d, want 2", e.Sequence)
+		}
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		if _, err := tx.GetTurn(ctx, "ses-1", "turn-2"); err != nil {
+			t.Errorf("GetTurn(turn-2) written after errors in the same Update: %v", err)
+		}
+		if n, err := tx.LastEventSequence(ctx, "ses-1"); err != nil || n != 2 {
+			t.Errorf("LastEventSequence = %d, %v; want 2", n, err)
+		}
+		_, err := tx.GetSession(ctx, "ses-2")
+		wantErr(t, "GetSession(refused)", err, store.ErrNotFound)
+		return nil
+	})
+}
+
+func testViewIsReadOnly(t *testing.T, s store.Store) {
+	insertFixture(t, s)
+	err := s.View(t.Context(), func(tx store.Tx) error {
+		for i, err := range writeEverything(t.Context(), tx) {
+			if err == nil {
+				t.Errorf("write #%d in View succeeded", i)
+			}
+		}
+		// Reads still work after refused writes.
+		if v, err := tx.GetMeta(t.Context(), "m"); err != nil || v != "v1" {
+			t.Errorf("GetMeta after refused writes = %q, %v", v, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("View: %v", err)
+	}
+	checkFixtureOnly(t, s)
+	err = s.View(t.Context(), func(tx store.Tx) error { return fmt.Errorf("wrapped: %w", errRollback) })
+	if !errors.Is(err, errRollback) {
+		t.Errorf("View returned %v, want the error of its fn", err)
+	}
+}
+
+// testViewIsSnapshot: a View does not see Updates that commit while it runs.
+func testViewIsSnapshot(t *testing.T, s store.Store) {
+	insertFixture(t, s)
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		if v, err := tx.GetMeta(ctx, "m"); err != nil || v != "v1" {
+			t.Fatalf("GetMeta = %q, %v", v, err)
+		}
+		update(t, s, func(ctx context.Context, tx store.Tx) error {
+			wantOK(t, "PutMeta", tx.PutMeta(ctx, "m", "v2"))
+			wantOK(t, "AppendEvent", tx.AppendEvent(ctx, &store.Event{SessionID: "ses-1", Kind: "x", CreatedAt: at(2)}))
+			return nil
+		})
+		if v, err := tx.GetMeta(ctx, "m"); err != nil || v != "v1" {
+			t.Errorf("GetMeta in the View after a concurrent Update = %q, %v; want v1", v, err)
+		}
+		if n, err := tx.LastEventSequence(ctx, "ses-1"); err != nil || n != 1 {
+			t.Errorf("LastEventSequence in the View after a concurrent Update = %d, %v; want 1", n, err)
+		}
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		if v, err := tx.GetMeta(ctx, "m"); err != nil || v != "v2" {
+			t.Errorf("GetMeta in a later View = %q, %v; want v2", v, err)
+		}
+		return nil
+	})
+}
+
+// testConcurrentUpdates runs many Updates at once, so that a store that
+// commits them in groups commits many together, some of them failing. Each
+// goroutine appends to its own Session and to a shared one.
+func testConcurrentUpdates(t *testing.T, s store.Store) {
+	const (
+		workers = 50
+		rounds  = 8
+		shared  = "ses-shared"
+	)
+	own := func(w int) string { return fmt.Sprintf("ses-w%02d", w) }
+	// failsAt says which round of a worker runs an Update that fails after
+	// writing (-1: none).
+	failsAt := func(w int) int {
+		if w%5 == 2 {
+			return w % rounds
+		}
+		return -1
+	}
+
+	// The first Update blocks until every worker is about to call Update,
+	// so that their Updates queue up behind it.
+	var ready sync.WaitGroup
+	ready.Add(workers)
+	blocked := make(chan error, 1)
+	go func() {
+		blocked <- s.Update(t.Context(), func(tx store.Tx) error {
+			ready.Wait()
+			return tx.PutMeta(t.Context(), "gate", "open")
+		})
+	}()
+
+	type result struct {
+		worker, round int
+		fails         bool
+		err           error
+	}
+	results := make(chan result, workers*(rounds+1))
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			first := true
+			for r := range rounds {
+				// A failing Update runs before the round's successful one.
+				runs := []bool{false}
+				if r == failsAt(w) {
+					runs = []bool{true, false}
+				}
+				for _, fails := range runs {
+					if first {
+						ready.Done()
+						first = false
+					}
+					err := s.Update(t.Context(), func(tx store.Tx) error {
+						data := raw(fmt.Sprintf(`{"worker":%d,"round":%d,"fails":%t}`, w, r, fails))
+						for _, ses := range []string{own(w), shared} {
+							e := &store.Event{SessionID: ses, Kind: "test", Data: data, CreatedAt: at(r)}
+							if err := tx.AppendEvent(t.Context(), e); err != nil {
+								return err
+							}
+						}
+						if fails {
+							return errRollback
+						}
+						return nil
+					})
+					results <- result{w, r, fails, err}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(results)
+	if err := <-blocked; err != nil {
+		t.Fatalf("blocking Update: %v", err)
+	}
+	for res := range results {
+		switch {
+		case res.fails && !errors.Is(res.err, errRollback):
+			t.Errorf("worker %d round %d: failing Update returned %v, want its own error", res.worker, res.round, res.err)
+		case !res.fails && res.err != nil:
+			t.Errorf("worker %d round %d: Update: %v", res.worker, res.round, res.err)
+		}
+	}
+
+	type payload struct {
+		Worker int  `json:"worker"`
+		Round  int  `json:"round"`
+		Fails  bool `json:"fails"`
+	}
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		if v, err := tx.GetMeta(ctx, "gate"); err != nil || v != "open" {
+			t.Errorf("GetMeta(gate) = %q, %v", v, err)
+		}
+		for w := range workers {
+			es, err := tx.ListEvents(ctx, own(w), 0, 1000)
+			if err != nil {
+				t.Fatalf("ListEvents: %v", err)
+			}
+			if len(es) != rounds {
+				t.Errorf("%s has %d events, want %d", own(w), len(es), rounds)
+			}
+			for i, e := range es {
+				var p payload
+				if err := json.Unmarshal(e.Data, &p); err != nil {
+					t.Fatalf("event data %s: %v", e.Data, err)
+				}
+				if e.Sequence != int64(i+1) || p != (payload{Worker: w, Round: i}) {
+					t.Errorf("%s event %d: sequence %d, data %s; want sequence %d of round %d", own(w), i, e.Sequence, e.Data, i+1, i)
+				}
+			}
+		}
+		es, err := tx.ListEvents(ctx, shared, 0, 1000)
+		if err != nil {
+			t.Fatalf("ListEvents: %v", err)
+		}
+		if len(es) != workers*rounds {
+			t.Errorf("shared Session has %d events, want %d", len(es), workers*rounds)
+		}
+		next := make([]int, workers) // next round expected of each worker
+		for i, e := range es {
+			var p payload
+			if err := json.Unmarshal(e.Data, &p); err != nil {
+				t.Fatalf("event data %s: %v", e.Data, err)
+			}
+			if e.Sequence != int64(i+1) {
+				t.Errorf("shared event %d has sequence %d", i, e.Sequence)
+			}
+			if p.Fails || p.Worker < 0 || p.Worker >= workers || p.Round != next[p.Worker] {
+				t.Errorf("shared event %d: %s; want worker's round %d of a successful Update", e.Sequence, e.Data, next[max(0, min(p.Worker, workers-1))])
+				continue
+			}
+			next[p.Worker]++
+		}
+		if n, err := tx.LastEventSequence(ctx, shared); err != nil || n != workers*rounds {
+			t.Errorf("LastEventSequence(shared) = %d, %v; want %d", n, err, workers*rounds)
+		}
+		return nil
+	})
+}
