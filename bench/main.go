@@ -1,0 +1,280 @@
+// Command bench measures the control plane end to end: a real `helmr
+// server` process, a real agent program in session processes, and HTTP
+// load from this process. It prints warm-Turn latency, throughput for one
+// and for many Sessions, server RSS after the run, and store bytes per Turn.
+//
+//	go run ./bench [-turns 10000] [-sessions 100] [-callers 20]
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/helmr-go/helmr/helmrtype"
+)
+
+func main() {
+	turns := flag.Int("turns", 10000, "Turns in the throughput phase over many Sessions")
+	sessions := flag.Int("sessions", 100, "Sessions in the many-Session phase")
+	callers := flag.Int("callers", 20, "concurrent callers")
+	warm := flag.Int("warm", 2000, "sequential warm Turns for the latency phase")
+	syncMode := flag.String("sqlite-synchronous", "FULL", "SQLite synchronous mode of the server")
+	keep := flag.Bool("keep", false, "keep the temporary directory")
+	flag.Parse()
+	if err := run(*turns, *sessions, *callers, *warm, *syncMode, *keep); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+type client struct {
+	url, key string
+	hc       *http.Client
+}
+
+func (c *client) do(method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, c.url+path, rd)
+	req.Header.Set("Authorization", "Bearer "+c.key)
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, data)
+	}
+	if out != nil {
+		return json.Unmarshal(data, out)
+	}
+	return nil
+}
+
+// turn enqueues one Turn and waits until it settles.
+func (c *client) turn(sessionID, text string) error {
+	var ts helmrtype.TurnState
+	in, _ := json.Marshal(helmrtype.Text(text))
+	if err := c.do("POST", "/v1/sessions/"+sessionID+"/turns", helmrtype.EnqueueRequest{Input: in}, &ts); err != nil {
+		return err
+	}
+	for {
+		var w helmrtype.TimedTurnWaitResult
+		if err := c.do("GET", "/v1/sessions/"+sessionID+"/turns/"+ts.ID+"/wait?timeout=30s", nil, &w); err != nil {
+			return err
+		}
+		if w.Status == helmrtype.WaitSettled {
+			if w.Outcome.Status != helmrtype.TurnCompleted {
+				return fmt.Errorf("turn %s: %s %+v", ts.ID, w.Outcome.Status, w.Outcome.Error)
+			}
+			return nil
+		}
+	}
+}
+
+func run(nTurns, nSessions, nCallers, nWarm int, syncMode string, keep bool) error {
+	dir, err := os.MkdirTemp("", "helmr-bench-")
+	if err != nil {
+		return err
+	}
+	if !keep {
+		defer os.RemoveAll(dir)
+	}
+	fmt.Printf("building helmr and the bench agent in %s\n", dir)
+	helmrBin, agentBin := filepath.Join(dir, "helmr"), filepath.Join(dir, "agent")
+	for _, b := range [][2]string{{helmrBin, "./cmd/helmrtmp"}, {agentBin, "./bench/agent"}} {
+		cmd := exec.Command("go", "build", "-o", b[0], b[1])
+		cmd.Stderr = os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("go build %s: %w", b[1], err)
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	data := filepath.Join(dir, "data")
+	srv := exec.Command(helmrBin, "server", "--addr", addr, "--data-dir", data, "--log-level", "warn", "--sqlite-synchronous", syncMode)
+	srv.Stderr = os.Stderr
+	stdout, _ := srv.StdoutPipe()
+	if err := srv.Start(); err != nil {
+		return err
+	}
+	defer func() {
+		srv.Process.Signal(os.Interrupt)
+		srv.Wait()
+	}()
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), "listening") {
+			break
+		}
+	}
+	go io.Copy(io.Discard, stdout)
+	key, err := os.ReadFile(filepath.Join(data, "api-key"))
+	if err != nil {
+		return err
+	}
+	tr := &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256}
+	c := &client{url: "http://" + addr, key: strings.TrimSpace(string(key)), hc: &http.Client{Transport: tr}}
+	if err := upload(c, agentBin); err != nil {
+		return err
+	}
+
+	// Warm-Turn latency: one Session, one caller, sequential Turns.
+	var rec helmrtype.SessionCreateReceipt
+	if err := c.do("POST", "/v1/sessions", helmrtype.SessionCreateRequest{Agent: "echo"}, &rec); err != nil {
+		return err
+	}
+	for i := 0; i < 20; i++ { // start and warm the process
+		if err := c.turn(rec.Session.ID, "warm"); err != nil {
+			return err
+		}
+	}
+	lat := make([]time.Duration, 0, nWarm)
+	for i := 0; i < nWarm; i++ {
+		t0 := time.Now()
+		if err := c.turn(rec.Session.ID, "x"); err != nil {
+			return err
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	fmt.Printf("warm turn round trip (enqueue → settled, %d sequential): p50 %s  p99 %s\n", nWarm,
+		lat[len(lat)/2].Round(time.Microsecond), lat[len(lat)*99/100].Round(time.Microsecond))
+
+	// Throughput over one Session.
+	one := nTurns / 5
+	tps, err := load(c, []string{rec.Session.ID}, one, nCallers)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("throughput, 1 session, %d callers: %.0f turns/s (%d turns)\n", nCallers, tps, one)
+
+	// Throughput over many Sessions.
+	ids := make([]string, nSessions)
+	for i := range ids {
+		var r helmrtype.SessionCreateReceipt
+		if err := c.do("POST", "/v1/sessions", helmrtype.SessionCreateRequest{Agent: "echo"}, &r); err != nil {
+			return err
+		}
+		ids[i] = r.Session.ID
+	}
+	if _, err := load(c, ids, nSessions, nCallers); err != nil { // start every process
+		return err
+	}
+	tps, err = load(c, ids, nTurns, nCallers)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("throughput, %d sessions, %d callers: %.0f turns/s (%d turns)\n", nSessions, nCallers, tps, nTurns)
+
+	total := 20 + nWarm + one + nSessions + nTurns
+	fmt.Printf("server RSS after %d turns: %.1f MB\n", total, float64(rss(srv.Process.Pid))/(1<<20))
+	srv.Process.Signal(os.Interrupt)
+	srv.Wait()
+	var size int64
+	for _, f := range []string{"helmr.db", "helmr.db-wal"} {
+		if st, err := os.Stat(filepath.Join(data, f)); err == nil {
+			size += st.Size()
+		}
+	}
+	fmt.Printf("store bytes per turn: %.0f (%d bytes for %d turns, after checkpoint)\n", float64(size)/float64(total), size, total)
+	return nil
+}
+
+// load runs n Turns spread over sessions by callers concurrent callers; a
+// Session takes one Turn at a time, so callers pick Sessions round-robin.
+func load(c *client, sessions []string, n, callers int) (float64, error) {
+	var next atomic.Int64
+	var firstErr error
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for w := 0; w < callers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(n) {
+					return
+				}
+				if err := c.turn(sessions[int(i)%len(sessions)], "t"); err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return float64(n) / time.Since(t0).Seconds(), firstErr
+}
+
+func upload(c *client, binary string) error {
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	fw, _ := mw.CreateFormFile("binary", "agent")
+	f, err := os.Open(binary)
+	if err != nil {
+		return err
+	}
+	io.Copy(fw, f)
+	f.Close()
+	mw.Close()
+	req, _ := http.NewRequest("POST", c.url+"/v1/deployments", &body)
+	req.Header.Set("Authorization", "Bearer "+c.key)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 201 {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("deploy: %d %s", resp.StatusCode, b)
+	}
+	return nil
+}
+
+// rss reads a process's resident set size from /proc.
+func rss(pid int) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			f := strings.Fields(line)
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
