@@ -65,9 +65,11 @@ func (e *Error) Error() string {
 // Is reports whether target is an *Error or Code with the same code, so that
 // errors.Is(err, helmrtype.CodeNotFound) works.
 func (e *Error) Is(target error) bool {
-	var t *Error
-	if errors.As(target, &t) {
-		return t.Code == e.Code
+	switch t := target.(type) {
+	case Code:
+		return t == e.Code
+	case *Error:
+		return t != nil && t.Code == e.Code
 	}
 	return false
 }
