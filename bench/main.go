@@ -102,7 +102,7 @@ func run(nTurns, nSessions, nCallers, nWarm int, syncMode string, keep bool) err
 	}
 	fmt.Printf("building helmr and the bench agent in %s\n", dir)
 	helmrBin, agentBin := filepath.Join(dir, "helmr"), filepath.Join(dir, "agent")
-	for _, b := range [][2]string{{helmrBin, "./cmd/helmrtmp"}, {agentBin, "./bench/agent"}} {
+	for _, b := range [][2]string{{helmrBin, "./cmd/helmr"}, {agentBin, "./bench/agent"}} {
 		cmd := exec.Command("go", "build", "-o", b[0], b[1])
 		cmd.Stderr = os.Stderr
 		if err := cmd.Run(); err != nil {

@@ -94,15 +94,14 @@ func (e *Env) Run(t testing.TB, agent string, input any) helmrtype.TurnOutcome {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	raw, err := json.Marshal(input)
-	if err != nil {
-		t.Fatalf("helmrtest: input: %v", err)
+	if input == nil {
+		t.Fatalf("helmrtest: Run needs input")
 	}
-	rec, err := e.Client.Sessions.Create(ctx, helmrtype.SessionCreateRequest{Agent: agent, Input: raw})
+	rec, err := e.Client.Sessions.Create(ctx, agent, input, helmrclient.CreateOptions{})
 	if err != nil {
 		t.Fatalf("helmrtest: create %s: %v", agent, err)
 	}
-	out, err := e.Client.Sessions.Ref(rec.Session.ID).Turns.Ref(rec.Turn.ID).Wait(ctx)
+	out, err := rec.Turn.Wait(ctx)
 	if err != nil {
 		t.Fatalf("helmrtest: wait: %v", err)
 	}
@@ -139,5 +138,5 @@ func (l *goLauncher) Launch(_ context.Context, spec supervisor.LaunchSpec) (supe
 }
 
 func (p *goProcess) Done() <-chan struct{} { return p.done }
-func (p *goProcess) Err() error           { return p.err }
-func (p *goProcess) Kill()                { p.cancel() }
+func (p *goProcess) Err() error            { return p.err }
+func (p *goProcess) Kill()                 { p.cancel() }
