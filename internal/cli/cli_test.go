@@ -317,7 +317,7 @@ func TestExtraCommands(t *testing.T) {
 	var sawURL string
 	extra := func(g *Globals) *cobra.Command {
 		return &cobra.Command{
-			Use: "deploy",
+			Use: "custom",
 			RunE: func(cmd *cobra.Command, args []string) error {
 				c, err := Client(g)
 				if err != nil {
@@ -337,16 +337,16 @@ func TestExtraCommands(t *testing.T) {
 	}
 	var out, errb bytes.Buffer
 	s := Streams{In: strings.NewReader(""), Out: &out, Err: &errb}
-	if code := Main(context.Background(), []string{"--api-key", "k", "--api-url", "http://example.test:1", "deploy"}, s, extra); code != 0 {
+	if code := Main(context.Background(), []string{"--api-key", "k", "--api-url", "http://example.test:1", "custom"}, s, extra); code != 0 {
 		t.Errorf("deploy: exit %d: %s", code, errb.String())
 	}
 	if sawURL != "http://example.test:1" {
 		t.Errorf("extra command saw URL %q", sawURL)
 	}
-	if code := Main(context.Background(), []string{"--api-key", "k", "deploy", "fail"}, s, extra); code != ExitFailure {
+	if code := Main(context.Background(), []string{"--api-key", "k", "custom", "fail"}, s, extra); code != ExitFailure {
 		t.Errorf("deploy fail: exit %d; want 1", code)
 	}
-	if code := Main(context.Background(), []string{"--api-key", "k", "deploy", "code"}, s, extra); code != 42 {
+	if code := Main(context.Background(), []string{"--api-key", "k", "custom", "code"}, s, extra); code != 42 {
 		t.Errorf("deploy code: exit %d; want 42", code)
 	}
 }
