@@ -18,6 +18,7 @@ import (
 	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/engine"
 	"github.com/helmr-go/helmr/internal/protocol"
+	"github.com/helmr-go/helmr/internal/store"
 )
 
 // CleanupPeriod is how long a Turn's handler and OnCancel callbacks have to
@@ -85,6 +86,7 @@ type proc struct {
 	conn      *websocket.Conn
 	running   string // the Turn the process runs, "" when idle
 	cancelled bool   // a cancel was sent for running
+	recheck   bool   // work may have arrived while a dispatch was in flight
 	killTimer *time.Timer
 	deadline  *time.Timer
 	exitErr   error
@@ -428,17 +430,34 @@ func (s *Supervisor) failNextInit(p *proc, msg string) {
 }
 
 // dispatch starts the next queued Turn when the process is ready and idle.
+// A dispatch that finds another one in flight marks a recheck, so work
+// admitted meanwhile is never missed.
 func (s *Supervisor) dispatch(p *proc) {
 	p.mu.Lock()
-	if p.state != stateReady || p.running != "" {
+	if p.state != stateReady {
+		p.mu.Unlock()
+		return
+	}
+	if p.running != "" {
+		p.recheck = true
 		p.mu.Unlock()
 		return
 	}
 	// Reserve the slot so concurrent dispatches do not both start a Turn.
 	p.running = "-"
-	p.mu.Unlock()
-	t, msgs, err := s.eng.StartNextTurn(s.ctx, p.sessionID)
-	p.mu.Lock()
+	var t *store.Turn
+	var msgs []store.Message
+	var err error
+	for {
+		p.recheck = false
+		p.mu.Unlock()
+		t, msgs, err = s.eng.StartNextTurn(s.ctx, p.sessionID)
+		p.mu.Lock()
+		if err == nil && t == nil && p.recheck && p.state == stateReady {
+			continue
+		}
+		break
+	}
 	if err != nil || t == nil {
 		p.running = ""
 		p.mu.Unlock()
