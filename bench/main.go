@@ -29,6 +29,8 @@ import (
 	"github.com/helmr-go/helmr/helmrtype"
 )
 
+var cpuProfile string
+
 func main() {
 	turns := flag.Int("turns", 10000, "Turns in the throughput phase over many Sessions")
 	sessions := flag.Int("sessions", 100, "Sessions in the many-Session phase")
@@ -36,6 +38,7 @@ func main() {
 	warm := flag.Int("warm", 2000, "sequential warm Turns for the latency phase")
 	syncMode := flag.String("sqlite-synchronous", "FULL", "SQLite synchronous mode of the server")
 	keep := flag.Bool("keep", false, "keep the temporary directory")
+	flag.StringVar(&cpuProfile, "server-cpu-profile", "", "write the server's CPU profile to this file")
 	flag.Parse()
 	if err := run(*turns, *sessions, *callers, *warm, *syncMode, *keep); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -116,7 +119,12 @@ func run(nTurns, nSessions, nCallers, nWarm int, syncMode string, keep bool) err
 	addr := ln.Addr().String()
 	ln.Close()
 	data := filepath.Join(dir, "data")
-	srv := exec.Command(helmrBin, "server", "--addr", addr, "--data-dir", data, "--log-level", "warn", "--sqlite-synchronous", syncMode)
+	args := []string{"server", "--addr", addr, "--data-dir", data, "--log-level", "warn", "--sqlite-synchronous", syncMode}
+	if cpuProfile != "" {
+		abs, _ := filepath.Abs(cpuProfile)
+		args = append(args, "--cpu-profile", abs)
+	}
+	srv := exec.Command(helmrBin, args...)
 	srv.Stderr = os.Stderr
 	stdout, _ := srv.StdoutPipe()
 	if err := srv.Start(); err != nil {

@@ -110,7 +110,8 @@ func invalid(format string, args ...any) error {
 	return helmrtype.Errorf(helmrtype.CodeInvalidRequest, format, args...)
 }
 
-// hub wakes watchers of a Session.
+// hub wakes watchers of an ID: a Session (any change of its timeline or
+// state) or a Turn (its settlement).
 type hub struct {
 	mu sync.Mutex
 	m  map[string]chan struct{}

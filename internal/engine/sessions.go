@@ -402,11 +402,13 @@ func (e *Engine) ListTurns(ctx context.Context, sessionID, cursor string, limit 
 }
 
 // WaitTurn waits up to timeout for a Turn to settle. It never cancels it.
+// Settlement wakes the Turn's own watchers, so a wait costs one read per
+// settlement, not one per event of the Session.
 func (e *Engine) WaitTurn(ctx context.Context, sessionID, turnID string, timeout time.Duration) (*helmrtype.TimedTurnWaitResult, error) {
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	for {
-		ch := e.Watch(sessionID)
+		ch := e.hub.watch(turnID)
 		t, err := e.GetTurn(ctx, sessionID, turnID)
 		if err != nil {
 			return nil, err

@@ -54,37 +54,42 @@ func (e *Engine) StartNextTurn(ctx context.Context, sessionID string) (*store.Tu
 	var turn *store.Turn
 	var msgs []store.Message
 	err := e.store.Update(ctx, func(tx store.Tx) error {
-		turn, msgs = nil, nil
-		if _, err := tx.FirstTurnWithStatus(ctx, sessionID, helmrtype.TurnRunning); err == nil {
-			return nil
-		} else if !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-		t, err := tx.FirstTurnWithStatus(ctx, sessionID, helmrtype.TurnQueued)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		now := e.Now()
-		t.Status, t.StartedAt = helmrtype.TurnRunning, &now
-		if err := tx.UpdateTurn(ctx, t); err != nil {
-			return err
-		}
-		if _, err := e.appendEvent(ctx, tx, sessionID, t.ID, helmrtype.EventTurnRunning, nil, now); err != nil {
-			return err
-		}
-		if msgs, err = tx.PendingMessages(ctx, t.ID); err != nil {
-			return err
-		}
-		turn = t
-		return nil
+		var err error
+		turn, msgs, err = e.startNextTx(ctx, tx, sessionID)
+		return err
 	})
 	if err == nil && turn != nil {
 		e.hub.wake(sessionID)
 	}
 	return turn, msgs, err
+}
+
+func (e *Engine) startNextTx(ctx context.Context, tx store.Tx, sessionID string) (*store.Turn, []store.Message, error) {
+	if _, err := tx.FirstTurnWithStatus(ctx, sessionID, helmrtype.TurnRunning); err == nil {
+		return nil, nil, nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return nil, nil, err
+	}
+	t, err := tx.FirstTurnWithStatus(ctx, sessionID, helmrtype.TurnQueued)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	now := e.Now()
+	t.Status, t.StartedAt = helmrtype.TurnRunning, &now
+	if err := tx.UpdateTurn(ctx, t); err != nil {
+		return nil, nil, err
+	}
+	if _, err := e.appendEvent(ctx, tx, sessionID, t.ID, helmrtype.EventTurnRunning, nil, now); err != nil {
+		return nil, nil, err
+	}
+	msgs, err := tx.PendingMessages(ctx, t.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return t, msgs, nil
 }
 
 // runningTurnTx loads a Turn that process operations may change.
@@ -142,49 +147,36 @@ func (e *Engine) AppendOutput(ctx context.Context, sessionID, turnID string, op 
 	return seq, dup, err
 }
 
-// StageResponse stages a running Turn's human response, published when the
-// Turn completes. A second response is response_already_staged.
-func (e *Engine) StageResponse(ctx context.Context, sessionID, turnID string, op int64, content helmrtype.Content) error {
-	if len(content) > helmrtype.MaxContentParts {
-		return helmrtype.Errorf(helmrtype.CodeLimitExceeded, "response has %d parts; the limit is %d", len(content), helmrtype.MaxContentParts)
-	}
-	if content == nil {
-		content = helmrtype.Content{}
-	}
-	raw, err := json.Marshal(content)
-	if err != nil {
-		return err
-	}
-	if len(raw) > helmrtype.MaxResponseBytes {
-		return helmrtype.Errorf(helmrtype.CodeLimitExceeded, "response is %d bytes of JSON; the limit is %d", len(raw), helmrtype.MaxResponseBytes)
-	}
-	return e.store.Update(ctx, func(tx store.Tx) error {
-		t, err := e.runningTurnTx(ctx, tx, sessionID, turnID)
-		if err != nil {
-			return err
-		}
-		if op <= t.LastOp {
-			return nil
-		}
-		if t.ResponseStaged {
-			return helmrtype.Errorf(helmrtype.CodeResponseAlreadyStaged, "turn %s already has a staged response", turnID)
-		}
-		t.Response, t.ResponseStaged, t.LastOp = raw, true, op
-		return tx.UpdateTurn(ctx, t)
-	})
-}
-
 // Settlement is how a running Turn ended.
 type Settlement struct {
 	Status string // completed, failed or interrupted
 	Result json.RawMessage
-	Error  *helmrtype.TurnError
+	// Response is the staged human response (a Content array); nil when the
+	// handler staged none. It is published only when the Turn completes.
+	Response json.RawMessage
+	Error    *helmrtype.TurnError
+}
+
+// checkResponse validates a staged response against the spec's limits.
+func checkResponse(raw json.RawMessage) *helmrtype.TurnError {
+	if raw == nil {
+		return nil
+	}
+	if len(raw) > helmrtype.MaxResponseBytes {
+		return &helmrtype.TurnError{Code: helmrtype.CodeLimitExceeded, Message: "the response is " + strconv.Itoa(len(raw)) +
+			" bytes of JSON; the limit is " + strconv.Itoa(helmrtype.MaxResponseBytes)}
+	}
+	if _, err := helmrtype.ParseContent(raw, helmrtype.MaxResponseBytes, false); err != nil {
+		return &helmrtype.TurnError{Code: helmrtype.CodeLimitExceeded, Message: "the response: " + err.Error()}
+	}
+	return nil
 }
 
 // SettleTurn records a running Turn's end. A completed Turn publishes its
 // staged response; other outcomes suppress it. Messages never delivered are
-// rejected.
-func (e *Engine) SettleTurn(ctx context.Context, sessionID, turnID string, op int64, st Settlement) error {
+// rejected. With startNext, the same transaction starts the Session's next
+// queued Turn and returns it (nil when none).
+func (e *Engine) SettleTurn(ctx context.Context, sessionID, turnID string, op int64, st Settlement, startNext bool) (*store.Turn, []store.Message, error) {
 	switch st.Status {
 	case helmrtype.TurnCompleted:
 		if len(st.Result) == 0 {
@@ -193,15 +185,20 @@ func (e *Engine) SettleTurn(ctx context.Context, sessionID, turnID string, op in
 		if len(st.Result) > helmrtype.MaxResultBytes || !json.Valid(st.Result) {
 			st = Settlement{Status: helmrtype.TurnFailed, Error: &helmrtype.TurnError{Code: helmrtype.CodeResultInvalid,
 				Message: "the result is not JSON of at most " + strconv.Itoa(helmrtype.MaxResultBytes) + " bytes"}}
+		} else if terr := checkResponse(st.Response); terr != nil {
+			st = Settlement{Status: helmrtype.TurnFailed, Error: terr}
 		}
 	case helmrtype.TurnFailed, helmrtype.TurnInterrupted:
 		if st.Error == nil {
 			st.Error = &helmrtype.TurnError{Code: helmrtype.CodeHandlerFailed}
 		}
 	default:
-		return invalid("a turn settles completed, failed or interrupted, not %q", st.Status)
+		return nil, nil, invalid("a turn settles completed, failed or interrupted, not %q", st.Status)
 	}
+	var next *store.Turn
+	var msgs []store.Message
 	err := e.store.Update(ctx, func(tx store.Tx) error {
+		next, msgs = nil, nil
 		t, err := e.runningTurnTx(ctx, tx, sessionID, turnID)
 		if err != nil {
 			return err
@@ -212,12 +209,19 @@ func (e *Engine) SettleTurn(ctx context.Context, sessionID, turnID string, op in
 		if op > 0 {
 			t.LastOp = op
 		}
-		return e.settleTx(ctx, tx, t, st)
+		if err := e.settleTx(ctx, tx, t, st); err != nil {
+			return err
+		}
+		if startNext {
+			next, msgs, err = e.startNextTx(ctx, tx, sessionID)
+		}
+		return err
 	})
 	if err == nil {
+		e.hub.wake(turnID)
 		e.hub.wake(sessionID)
 	}
-	return err
+	return next, msgs, err
 }
 
 func (e *Engine) settleTx(ctx context.Context, tx store.Tx, t *store.Turn, st Settlement) error {
@@ -227,8 +231,9 @@ func (e *Engine) settleTx(ctx context.Context, tx store.Tx, t *store.Turn, st Se
 	if st.Status == helmrtype.TurnCompleted {
 		t.Result = st.Result
 		data["result"] = st.Result
-		if t.ResponseStaged {
-			data["response"] = t.Response
+		if st.Response != nil {
+			t.Response, t.ResponseStaged = st.Response, true
+			data["response"] = st.Response
 		}
 	} else {
 		t.Result = nil
@@ -268,7 +273,9 @@ func (e *Engine) settleTx(ctx context.Context, tx store.Tx, t *store.Turn, st Se
 // FailRunningTurn settles the Session's running Turn, if any, when its
 // process is gone, and records the process's end.
 func (e *Engine) FailRunningTurn(ctx context.Context, sessionID string, code helmrtype.Code, message string) error {
+	var settled string
 	err := e.store.Update(ctx, func(tx store.Tx) error {
+		settled = ""
 		now := e.Now()
 		if _, err := e.appendEvent(ctx, tx, sessionID, "", helmrtype.EventProcessFailed, map[string]any{"error": helmrtype.TurnError{Code: code, Message: message}}, now); err != nil {
 			return err
@@ -280,9 +287,13 @@ func (e *Engine) FailRunningTurn(ctx context.Context, sessionID string, code hel
 		if err != nil {
 			return err
 		}
+		settled = t.ID
 		return e.settleTx(ctx, tx, t, Settlement{Status: helmrtype.TurnFailed, Error: &helmrtype.TurnError{Code: code, Message: message}})
 	})
 	if err == nil {
+		if settled != "" {
+			e.hub.wake(settled)
+		}
 		e.hub.wake(sessionID)
 	}
 	return err

@@ -42,7 +42,6 @@ const (
 	TypeReady         = "ready"
 	TypeInitFailed    = "init.failed"
 	TypeOutput        = "output"
-	TypeRespond       = "respond"
 	TypeMessageAccept = "message.accept"
 	TypeMessageReject = "message.reject"
 	TypeSettle        = "turn.settle"
@@ -74,13 +73,15 @@ type Msg struct {
 	Message *InboundMessage `json:"message,omitempty"`
 	// cancel, message.reject
 	Reason string `json:"reason,omitempty"`
-	// output, respond
+	// output
 	Content helmrtype.Content `json:"content,omitempty"`
 	// message.accept, message.reject
 	MessageID string `json:"message_id,omitempty"`
 	// turn.settle
 	Status string          `json:"status,omitempty"`
 	Result json.RawMessage `json:"result,omitempty"`
+	// Response is the staged response (a Content array), absent when none.
+	Response json.RawMessage `json:"response,omitempty"`
 	// init.failed, turn.settle, message.reject, ack
 	Error *helmrtype.Error `json:"error,omitempty"`
 	// ack of output

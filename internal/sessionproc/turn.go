@@ -39,7 +39,7 @@ type Turn struct {
 	onCancel   []func(context.Context, error) error
 	cancelCtx  context.Context
 	outputUsed int64
-	staged     bool
+	response   json.RawMessage // staged response, nil when none
 
 	msgMu      sync.Mutex
 	msgHandler func(context.Context, Message) error
@@ -150,7 +150,10 @@ func (t *Turn) Output(ctx context.Context, content helmrtype.Content) (int64, er
 }
 
 // Respond stages the Turn's response; a second call fails with
-// response_already_staged.
+// response_already_staged. The response travels with the Turn's settlement
+// and is published only if the Turn completes, so staging needs no round
+// trip: a process lost before settling loses the Turn (failed or
+// interrupted) and with it any staged response.
 func (t *Turn) Respond(ctx context.Context, content helmrtype.Content) error {
 	if content == nil {
 		content = helmrtype.Content{}
@@ -158,23 +161,23 @@ func (t *Turn) Respond(ctx context.Context, content helmrtype.Content) error {
 	if len(content) > helmrtype.MaxContentParts {
 		return helmrtype.Errorf(helmrtype.CodeLimitExceeded, "response has %d parts; the limit is %d", len(content), helmrtype.MaxContentParts)
 	}
-	if n := content.EncodedSize(); n > helmrtype.MaxResponseBytes {
-		return helmrtype.Errorf(helmrtype.CodeLimitExceeded, "response is %d bytes of JSON; the limit is %d", n, helmrtype.MaxResponseBytes)
+	raw, err := json.Marshal(content)
+	if err != nil {
+		return helmrtype.Errorf(helmrtype.CodeOutputInvalid, "response: %v", err)
+	}
+	if len(raw) > helmrtype.MaxResponseBytes {
+		return helmrtype.Errorf(helmrtype.CodeLimitExceeded, "response is %d bytes of JSON; the limit is %d", len(raw), helmrtype.MaxResponseBytes)
 	}
 	t.mu.Lock()
-	if t.staged {
-		t.mu.Unlock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return helmrtype.Errorf(helmrtype.CodeTurnSettled, "the turn's handler has returned; no response is admitted")
+	}
+	if t.response != nil {
 		return helmrtype.Errorf(helmrtype.CodeResponseAlreadyStaged, "turn %s already has a staged response", t.ID)
 	}
-	t.staged = true
-	t.mu.Unlock()
-	_, err := t.c.call(ctx, &protocol.Msg{Type: protocol.TypeRespond, TurnID: t.ID, Op: t.nextOp(), Content: content})
-	if err != nil && helmrtype.CodeOf(err) != helmrtype.CodeResponseAlreadyStaged {
-		t.mu.Lock()
-		t.staged = false
-		t.mu.Unlock()
-	}
-	return err
+	t.response = raw
+	return nil
 }
 
 // OnMessage registers the handler for messages sent to this Turn; they are
@@ -348,8 +351,13 @@ func (t *Turn) close() {
 }
 
 func (c *Conn) settle(t *Turn, status string, result json.RawMessage, terr *helmrtype.Error) error {
-	_, err := c.call(context.Background(), &protocol.Msg{Type: protocol.TypeSettle, TurnID: t.ID, Op: t.nextOp(),
-		Status: status, Result: result, Error: terr})
+	m := &protocol.Msg{Type: protocol.TypeSettle, TurnID: t.ID, Op: t.nextOp(), Status: status, Result: result, Error: terr}
+	if status == helmrtype.TurnCompleted {
+		t.mu.Lock()
+		m.Response = t.response
+		t.mu.Unlock()
+	}
+	_, err := c.call(context.Background(), m)
 	t.end(nil)
 	return err
 }

@@ -180,7 +180,7 @@ func (s *Supervisor) failNext(sessionID, msg string) {
 		return
 	}
 	s.eng.SettleTurn(ctx, sessionID, t.ID, 0, engine.Settlement{Status: helmrtype.TurnFailed,
-		Error: &helmrtype.TurnError{Code: helmrtype.CodeProcessExited, Message: msg}})
+		Error: &helmrtype.TurnError{Code: helmrtype.CodeProcessExited, Message: msg}}, false)
 	s.SessionWork(sessionID)
 }
 
@@ -382,9 +382,6 @@ func (s *Supervisor) handle(ctx context.Context, p *proc, m *protocol.Msg) {
 	case protocol.TypeOutput:
 		seq, _, err := s.eng.AppendOutput(ctx, p.sessionID, m.TurnID, m.Op, m.Content)
 		s.ack(p, m, seq, err)
-	case protocol.TypeRespond:
-		err := s.eng.StageResponse(ctx, p.sessionID, m.TurnID, m.Op, m.Content)
-		s.ack(p, m, 0, err)
 	case protocol.TypeMessageAccept:
 		err := s.eng.MessageDelivered(ctx, p.sessionID, m.MessageID)
 		s.ack(p, m, 0, err)
@@ -396,15 +393,27 @@ func (s *Supervisor) handle(ctx context.Context, p *proc, m *protocol.Msg) {
 		err := s.eng.MessageRejected(ctx, p.sessionID, m.MessageID, m.Reason, msg)
 		s.ack(p, m, 0, err)
 	case protocol.TypeSettle:
-		err := s.eng.SettleTurn(ctx, p.sessionID, m.TurnID, m.Op, engine.Settlement{Status: m.Status, Result: m.Result, Error: turnError(m.Error)})
+		// Settle and start the next queued Turn in one transaction when
+		// this process is ready to run it.
 		p.mu.Lock()
+		mine := p.running == m.TurnID && p.state == stateReady
 		if p.running == m.TurnID {
-			p.running, p.cancelled = "", false
 			p.stopTimers()
+			p.cancelled = false
+			p.running = ""
+			if mine {
+				p.running = "-"
+			}
 		}
 		p.mu.Unlock()
+		next, msgs, err := s.eng.SettleTurn(ctx, p.sessionID, m.TurnID, m.Op, engine.Settlement{Status: m.Status,
+			Result: m.Result, Response: m.Response, Error: turnError(m.Error)}, mine)
 		s.ack(p, m, 0, err)
-		s.dispatch(p)
+		if mine {
+			s.started(p, next, msgs, err)
+		} else {
+			s.dispatch(p)
+		}
 	default:
 		s.log.Warn("unknown protocol message", "session", p.sessionID, "type", m.Type)
 	}
@@ -426,7 +435,7 @@ func (s *Supervisor) failNextInit(p *proc, msg string) {
 		return
 	}
 	s.eng.SettleTurn(ctx, p.sessionID, t.ID, 0, engine.Settlement{Status: helmrtype.TurnFailed,
-		Error: &helmrtype.TurnError{Code: helmrtype.CodeHandlerFailed, Message: msg}})
+		Error: &helmrtype.TurnError{Code: helmrtype.CodeHandlerFailed, Message: msg}}, false)
 }
 
 // dispatch starts the next queued Turn when the process is ready and idle.
@@ -445,24 +454,29 @@ func (s *Supervisor) dispatch(p *proc) {
 	}
 	// Reserve the slot so concurrent dispatches do not both start a Turn.
 	p.running = "-"
-	var t *store.Turn
-	var msgs []store.Message
-	var err error
-	for {
-		p.recheck = false
-		p.mu.Unlock()
-		t, msgs, err = s.eng.StartNextTurn(s.ctx, p.sessionID)
-		p.mu.Lock()
-		if err == nil && t == nil && p.recheck && p.state == stateReady {
-			continue
-		}
-		break
-	}
+	p.recheck = false
+	p.mu.Unlock()
+	t, msgs, err := s.eng.StartNextTurn(s.ctx, p.sessionID)
+	p.mu.Lock()
+	p.mu.Unlock()
+	s.started(p, t, msgs, err)
+}
+
+// started sends a Turn that the engine marked running to the process, whose
+// slot the caller reserved ("-"). With no Turn it frees the slot, and
+// dispatches again when work arrived meanwhile.
+func (s *Supervisor) started(p *proc, t *store.Turn, msgs []store.Message, err error) {
+	p.mu.Lock()
 	if err != nil || t == nil {
 		p.running = ""
+		again := p.recheck && err == nil
+		p.recheck = false
 		p.mu.Unlock()
 		if err != nil && s.ctx.Err() == nil {
 			s.log.Error("start turn", "session", p.sessionID, "err", err)
+		}
+		if again {
+			s.dispatch(p)
 		}
 		return
 	}

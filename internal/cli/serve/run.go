@@ -23,6 +23,7 @@ type Options struct {
 	Database    string
 	Synchronous string
 	LogLevel    string
+	CPUProfile  string
 	// LoopbackOnly refuses addresses other than loopback (helmr dev).
 	LoopbackOnly bool
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -23,6 +24,17 @@ func ServerCommand() *cobra.Command {
 			defer stop()
 			if o.Database == "" {
 				o.Database = os.Getenv("HELMR_DATABASE_URL")
+			}
+			if o.CPUProfile != "" {
+				f, err := os.Create(o.CPUProfile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
 			}
 			r, err := Start(ctx, o, cmd.ErrOrStderr())
 			if err != nil {
@@ -47,5 +59,7 @@ func ServerCommand() *cobra.Command {
 	f.StringVar(&o.Database, "database", "", "database URL: sqlite:PATH (default sqlite in --data-dir; env HELMR_DATABASE_URL)")
 	f.StringVar(&o.Synchronous, "sqlite-synchronous", "FULL", "SQLite durability: FULL (fsync every commit) or NORMAL")
 	f.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.StringVar(&o.CPUProfile, "cpu-profile", "", "write a CPU profile to this file until the server stops")
+	f.MarkHidden("cpu-profile")
 	return cmd
 }

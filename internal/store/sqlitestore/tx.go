@@ -363,7 +363,16 @@ func (t *tx) oneTurn(ctx context.Context, q string, args ...any) (*store.Turn, e
 }
 
 func (t *tx) GetTurn(ctx context.Context, sessionID, id string) (*store.Turn, error) {
-	return t.oneTurn(ctx, `SELECT `+turnCols+` FROM turns WHERE id = ? AND session_id = ?`, id, sessionID)
+	// Look up by the unique id index alone: with session_id in the WHERE
+	// clause SQLite may scan the Session's whole primary-key range.
+	tr, err := t.oneTurn(ctx, `SELECT `+turnCols+` FROM turns WHERE id = ?`, id)
+	if err != nil {
+		return nil, err
+	}
+	if tr.SessionID != sessionID {
+		return nil, store.ErrNotFound
+	}
+	return tr, nil
 }
 
 func (t *tx) UpdateTurn(ctx context.Context, tr *store.Turn) error {
@@ -383,11 +392,24 @@ func (t *tx) MaxTurnSequence(ctx context.Context, sessionID string) (int64, erro
 	return n, err
 }
 
+// activeStatus reports whether status is covered by the turns_active
+// partial index, which the hot queries name explicitly: without statistics
+// SQLite would otherwise scan the Session's primary-key range.
+func activeStatus(status string) bool { return status == "queued" || status == "running" }
+
 func (t *tx) FirstTurnWithStatus(ctx context.Context, sessionID, status string) (*store.Turn, error) {
+	if activeStatus(status) {
+		return t.oneTurn(ctx, `SELECT `+turnCols+` FROM turns INDEXED BY turns_active
+ WHERE status IN ('queued', 'running') AND session_id = ? AND status = ? ORDER BY sequence LIMIT 1`, sessionID, status)
+	}
 	return t.oneTurn(ctx, `SELECT `+turnCols+` FROM turns WHERE session_id = ? AND status = ? ORDER BY sequence LIMIT 1`, sessionID, status)
 }
 
 func (t *tx) TurnsWithStatus(ctx context.Context, status string) ([]store.Turn, error) {
+	if activeStatus(status) {
+		return t.queryTurns(ctx, `SELECT `+turnCols+` FROM turns INDEXED BY turns_active
+ WHERE status IN ('queued', 'running') AND status = ? ORDER BY session_id, sequence`, status)
+	}
 	return t.queryTurns(ctx, `SELECT `+turnCols+` FROM turns WHERE status = ? ORDER BY session_id, sequence`, status)
 }
 

@@ -59,7 +59,7 @@ CREATE TABLE turns (
   PRIMARY KEY (session_id, sequence)
 ) WITHOUT ROWID;
 CREATE UNIQUE INDEX turns_id ON turns(id);
-CREATE INDEX turns_active ON turns(status, session_id, sequence) WHERE status IN ('queued', 'running');
+CREATE INDEX turns_active ON turns(session_id, status, sequence) WHERE status IN ('queued', 'running');
 
 CREATE TABLE messages (
   id         TEXT PRIMARY KEY,
