@@ -38,9 +38,22 @@ type Notifier interface {
 	SessionWork(sessionID string)
 	TurnMessage(sessionID, turnID string)
 	TurnInterrupt(sessionID, turnID string)
+	// Reserve is asked before a Turn is admitted. A non-nil Reservation
+	// means the Session's process is ready and idle: the admitting
+	// transaction starts the Turn at once and reports it to Started.
+	Reserve(sessionID string) Reservation
+}
+
+// Reservation holds a ready, idle session process for a Turn being admitted.
+type Reservation interface {
+	// Started is called once with the Turn the transaction started (nil
+	// when none, or when the transaction failed).
+	Started(t *store.Turn, msgs []store.Message)
 }
 
 type nopNotifier struct{}
+
+func (nopNotifier) Reserve(string) Reservation { return nil }
 
 func (nopNotifier) SessionWork(string)           {}
 func (nopNotifier) TurnMessage(string, string)   {}

@@ -168,9 +168,13 @@ func (e *Engine) Enqueue(ctx context.Context, sessionID string, req helmrtype.En
 	}
 	var out *helmrtype.TurnState
 	var replay bool
+	var started *store.Turn
+	var msgs []store.Message
+	res := e.notify().Reserve(sessionID)
 	err := e.store.Update(ctx, func(tx store.Tx) error {
 		now := e.Now()
 		var err error
+		started, msgs = nil, nil
 		out, replay, err = idempotent(ctx, tx, now, "turns.enqueue:"+sessionID, req.IdempotencyKey, req, func() (*helmrtype.TurnState, error) {
 			s, err := e.getSessionTx(ctx, tx, sessionID)
 			if err != nil {
@@ -206,16 +210,31 @@ func (e *Engine) Enqueue(ctx context.Context, sessionID string, req helmrtype.En
 				}
 			}
 			ts := turnState(t)
+			if res != nil {
+				// The receipt shows the Turn as admitted (queued); the
+				// same transaction starts it on the idle process.
+				if started, msgs, err = e.startNextTx(ctx, tx, sessionID); err != nil {
+					return nil, err
+				}
+			}
 			return &ts, nil
 		})
 		return err
 	})
+	if res != nil {
+		if err != nil {
+			started, msgs = nil, nil
+		}
+		res.Started(started, msgs)
+	}
 	if err != nil {
 		return nil, err
 	}
 	if !replay {
 		e.hub.wake(sessionID)
-		e.notify().SessionWork(sessionID)
+		if started == nil {
+			e.notify().SessionWork(sessionID)
+		}
 	}
 	return out, nil
 }

@@ -115,6 +115,29 @@ func (s *Supervisor) SessionWork(sessionID string) {
 	s.dispatch(p)
 }
 
+// Reserve holds the Session's process for a Turn being admitted when it is
+// ready and idle, so that admission and start share one transaction.
+func (s *Supervisor) Reserve(sessionID string) engine.Reservation {
+	p := s.get(sessionID)
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.state != stateReady || p.running != "" {
+		return nil
+	}
+	p.running, p.recheck = "-", false
+	return reservation{s: s, p: p}
+}
+
+type reservation struct {
+	s *Supervisor
+	p *proc
+}
+
+func (r reservation) Started(t *store.Turn, msgs []store.Message) { r.s.started(r.p, t, msgs, nil) }
+
 // TurnMessage delivers admitted messages when the Turn runs now.
 func (s *Supervisor) TurnMessage(sessionID, turnID string) {
 	p := s.get(sessionID)

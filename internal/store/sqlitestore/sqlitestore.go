@@ -75,6 +75,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		q.Add("_pragma", "journal_mode(WAL)")
 		q.Add("_pragma", "synchronous("+syncMode+")")
 		q.Add("_pragma", "foreign_keys(OFF)")
+		q.Add("_pragma", "mmap_size(268435456)")
+		q.Add("_pragma", "cache_size(-16384)")
 		if readOnly {
 			q.Add("_pragma", "query_only(1)")
 		}
