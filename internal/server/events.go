@@ -80,7 +80,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, id string, after
 		}
 		for _, ev := range page.Records {
 			b, _ := json.Marshal(ev)
-			fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", ev.Sequence, ev.Kind, b)
+			fmt.Fprintf(w, "id: %d\ndata: %s\n\n", ev.Sequence, b)
 			after = ev.Sequence
 		}
 		if len(page.Records) > 0 {

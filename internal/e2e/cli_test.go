@@ -1,0 +1,271 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/helmr-go/helmr/helmrtype"
+)
+
+var (
+	helmrOnce sync.Once
+	helmrBin  string
+	helmrErr  error
+)
+
+// helmrBinary builds cmd/helmr once per test binary.
+func helmrBinary(t *testing.T) string {
+	t.Helper()
+	agentBinary(t) // creates binDir
+	helmrOnce.Do(func() {
+		helmrBin = filepath.Join(binDir, "helmr")
+		out, err := exec.Command("go", "build", "-o", helmrBin, "../../cmd/helmr").CombinedOutput()
+		if err != nil {
+			helmrErr = &buildError{string(out)}
+		}
+	})
+	if helmrErr != nil {
+		t.Fatal(helmrErr)
+	}
+	return helmrBin
+}
+
+type buildError struct{ out string }
+
+func (e *buildError) Error() string { return "go build cmd/helmr: " + e.out }
+
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// server is a helmr server or helmr dev process.
+type server struct {
+	cmd  *exec.Cmd
+	url  string
+	key  string
+	out  *strings.Builder
+	mu   sync.Mutex
+	done chan struct{}
+}
+
+// startServer runs `helmr <args>` and waits until it listens.
+func startServer(t *testing.T, dataDir string, args ...string) *server {
+	t.Helper()
+	addr := freeAddr(t)
+	cmd := exec.Command(helmrBinary(t), append(args, "--addr", addr, "--data-dir", dataDir)...)
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = cmd.Stdout
+	s := &server{cmd: cmd, url: "http://" + addr, out: &strings.Builder{}, done: make(chan struct{})}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	go func() {
+		defer close(s.done)
+		sc := bufio.NewScanner(stdout)
+		once := sync.Once{}
+		for sc.Scan() {
+			s.mu.Lock()
+			s.out.WriteString(sc.Text() + "\n")
+			text := s.out.String()
+			s.mu.Unlock()
+			if strings.Contains(text, "listening on") || strings.Contains(text, "deployed ") {
+				once.Do(func() { close(ready) })
+			}
+		}
+		cmd.Wait()
+	}()
+	select {
+	case <-ready:
+	case <-s.done:
+		t.Fatalf("helmr %v exited: %s", args, s.output())
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("helmr %v did not start: %s", args, s.output())
+	}
+	key, err := os.ReadFile(filepath.Join(dataDir, "api-key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.key = strings.TrimSpace(string(key))
+	t.Cleanup(func() { s.kill() })
+	return s
+}
+
+func (s *server) output() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.out.String()
+}
+
+func (s *server) kill() {
+	s.cmd.Process.Signal(syscall.SIGKILL)
+	<-s.done
+}
+
+// cli runs the helmr CLI against s and returns stdout, stderr and the exit code.
+func (s *server) cli(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, helmrBinary(t), args...)
+	cmd.Env = append(os.Environ(), "HELMR_API_URL="+s.url, "HELMR_API_KEY="+s.key)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+func TestHelmrDevQuickstart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the quickstart")
+	}
+	data := t.TempDir()
+	s := startServer(t, data, "dev", "../../examples/quickstart")
+	for !strings.Contains(s.output(), "deployed ") {
+		select {
+		case <-s.done:
+			t.Fatalf("helmr dev exited: %s", s.output())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if !strings.Contains(s.output(), "API key: hlmr_sk_") {
+		t.Fatalf("dev output lacks the API key: %s", s.output())
+	}
+	out, errOut, code := s.cli(t, "session", "create", "--agent", "reviewer", "--input-json", `{"issue": 42}`, "--wait", "--json")
+	if code != 0 {
+		t.Fatalf("create: exit %d: %s %s", code, out, errOut)
+	}
+	var rec struct {
+		Session helmrtype.Session     `json:"session"`
+		Outcome helmrtype.TurnOutcome `json:"outcome"`
+	}
+	if err := json.Unmarshal([]byte(out), &rec); err != nil {
+		t.Fatalf("create --json: %v: %s", err, out)
+	}
+	var result map[string]any
+	json.Unmarshal(rec.Outcome.Result, &result)
+	if rec.Outcome.Status != "completed" || len(result) != 1 || result["reviewed"] != true {
+		t.Fatalf("outcome %+v", rec.Outcome)
+	}
+	out, _, code = s.cli(t, "session", "events", rec.Session.ID, "--jsonl")
+	if code != 0 || strings.Count(out, "\n") < 5 || !strings.Contains(out, "Review of issue 42 started") {
+		t.Fatalf("events: %d %s", code, out)
+	}
+	if _, _, code := s.cli(t, "session", "get", "00000000-0000-7000-8000-000000000000"); code != 3 {
+		t.Fatalf("get missing: exit %d, want 3", code)
+	}
+	if _, _, code := s.cli(t, "session", "create", "--agent", "echo"); code != 0 {
+		t.Fatalf("create without input: exit %d", code)
+	}
+	// helmr dev refuses a non-loopback address.
+	cmd := exec.Command(helmrBinary(t), "dev", "--addr", "0.0.0.0:0", "--data-dir", t.TempDir(), "../../examples/quickstart")
+	if b, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(b), "loopback") {
+		t.Fatalf("dev on 0.0.0.0: %v %s", err, b)
+	}
+}
+
+func TestServerKilledWhileTurnsRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs helmr server")
+	}
+	data := t.TempDir()
+	s := startServer(t, data, "server", "--log-level", "warn")
+	if out, errOut, code := s.cli(t, "deploy", "testdata/agents"); code != 0 {
+		t.Fatalf("deploy: %d %s %s", code, out, errOut)
+	}
+	out, errOut, code := s.cli(t, "session", "create", "--agent", "echo", "--text", "sleep 1h", "--json")
+	if code != 0 {
+		t.Fatalf("create: %d %s", code, errOut)
+	}
+	var rec helmrtype.SessionCreateReceipt
+	json.Unmarshal([]byte(out), &rec)
+	sid := rec.Session.ID
+	var queued []string
+	for _, in := range []string{"one", "two"} {
+		out, _, code := s.cli(t, "session", "enqueue", sid, "--text", in, "--json")
+		if code != 0 {
+			t.Fatalf("enqueue: %d", code)
+		}
+		var ts helmrtype.TurnState
+		json.Unmarshal([]byte(out), &ts)
+		queued = append(queued, ts.ID)
+	}
+	// Wait until the first Turn runs, then kill the control plane.
+	for {
+		out, _, _ := s.cli(t, "session", "turn", "get", sid, rec.Turn.ID, "--json")
+		var ts helmrtype.TurnState
+		json.Unmarshal([]byte(out), &ts)
+		if ts.Status == "running" {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.kill()
+	// The session process dies with its control plane.
+	deployments := filepath.Join(data, "deployments")
+	if len(agentPIDs(deployments)) == 0 {
+		t.Fatal("no session process found before the kill")
+	}
+	pids := agentPIDs(deployments)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(pids) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		pids = agentPIDs(deployments)
+	}
+	if len(pids) > 0 {
+		t.Fatalf("session processes outlived the killed control plane: %v", pids)
+	}
+
+	s2 := startServer(t, data, "server", "--log-level", "warn")
+	out, _, code = s2.cli(t, "session", "turn", "wait", sid, rec.Turn.ID, "--json")
+	var first helmrtype.TimedTurnWaitResult
+	json.Unmarshal([]byte(out), &first)
+	if code != 6 || first.Outcome == nil || first.Outcome.Status != "interrupted" || first.Outcome.Error.Code != helmrtype.CodeExecutionLost {
+		t.Fatalf("first turn after kill -9: exit %d %s", code, out)
+	}
+	for _, id := range queued {
+		out, _, code := s2.cli(t, "session", "turn", "wait", sid, id, "--timeout", "60s")
+		if code != 0 {
+			t.Fatalf("queued turn %s after restart: exit %d %s", id, code, out)
+		}
+	}
+	t.Logf("checked: the running turn settled interrupted/execution_lost, %d queued turns completed after kill -9", len(queued))
+}
+
+// agentPIDs lists live processes running a binary stored under dir.
+func agentPIDs(dir string) []string {
+	entries, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range entries {
+		exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
+		if err == nil && strings.HasPrefix(exe, dir+"/") {
+			b, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+			if f := strings.Fields(string(b)); len(f) > 2 && f[2] == "Z" {
+				continue
+			}
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}

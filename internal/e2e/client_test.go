@@ -1,0 +1,95 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/helmr-go/helmr/helmrclient"
+	"github.com/helmr-go/helmr/helmrtype"
+)
+
+// Review and Verdict mirror the typed test agent's contract.
+type Review struct {
+	Issue int `json:"issue"`
+}
+
+type Verdict struct {
+	Reviewed bool   `json:"reviewed"`
+	Note     string `json:"note,omitempty"`
+}
+
+func TestGoClientAgainstServer(t *testing.T) {
+	p := startPlane(t, "")
+	c := helmrclient.New(p.url, p.key)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	typed, err := helmrclient.Create(ctx, c, helmrclient.Ref[Review, Verdict]("typed"), Review{Issue: 5}, helmrclient.CreateOptions{IdempotencyKey: "typed-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := typed.Turn.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Status != "completed" || !out.HasResult || out.Result != (Verdict{Reviewed: true, Note: "init=42"}) {
+		t.Fatalf("typed outcome %+v", out)
+	}
+	again, err := helmrclient.Create(ctx, c, helmrclient.Ref[Review, Verdict]("typed"), Review{Issue: 5}, helmrclient.CreateOptions{IdempotencyKey: "typed-1"})
+	if err != nil || again.Session.ID() != typed.Session.ID() {
+		t.Fatalf("replay: %v %v", err, again)
+	}
+
+	// Stream a Session's events live while Turns run; all arrive in order.
+	rec, err := c.Sessions.Create(ctx, "echo", helmrclient.Text("first"), helmrclient.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess := rec.Session
+	var last *helmrclient.TurnRef
+	for _, in := range []string{"second", "third"} {
+		if last, err = sess.Enqueue(ctx, helmrclient.Text(in), helmrclient.EnqueueOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := last.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := p.events(sess.ID())
+	sctx, scancel := context.WithCancel(ctx)
+	defer scancel()
+	var got []helmrtype.SessionEvent
+	for ev, err := range sess.Events.Stream(sctx, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, ev)
+		if len(got) == len(want) {
+			break
+		}
+	}
+	for i := range want {
+		if got[i].Sequence != want[i].Sequence || got[i].Kind != want[i].Kind {
+			t.Fatalf("record %d: %d %s, want %d %s", i, got[i].Sequence, got[i].Kind, want[i].Sequence, want[i].Kind)
+		}
+	}
+
+	// Typed errors.
+	_, err = c.Sessions.Get(ctx, "00000000-0000-7000-8000-000000000000")
+	if !errors.Is(err, helmrtype.CodeNotFound) {
+		t.Fatalf("get missing: %v", err)
+	}
+	if _, err := c.Agents.Get(ctx, "typed", helmrclient.AgentGetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	page, err := c.Agents.List(ctx, helmrclient.AgentListOptions{})
+	if err != nil || len(page.Agents) != 6 {
+		t.Fatalf("agents: %v %+v", err, page)
+	}
+	info, _ := c.Agents.Get(ctx, "typed", helmrclient.AgentGetOptions{})
+	if info.InputKind != "json" || len(info.InputSchema) == 0 {
+		t.Fatalf("typed agent info %+v", info)
+	}
+}
