@@ -221,12 +221,12 @@ func TestServerKilledWhileTurnsRun(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	s.kill()
-	// The session process dies with its control plane.
+	// The session process runs now and dies with its control plane.
 	deployments := filepath.Join(data, "deployments")
 	if len(agentPIDs(deployments)) == 0 {
 		t.Fatal("no session process found before the kill")
 	}
+	s.kill()
 	pids := agentPIDs(deployments)
 	deadline := time.Now().Add(10 * time.Second)
 	for len(pids) > 0 && time.Now().Before(deadline) {
@@ -258,8 +258,10 @@ func agentPIDs(dir string) []string {
 	entries, _ := os.ReadDir("/proc")
 	var out []string
 	for _, e := range entries {
-		exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
-		if err == nil && strings.HasPrefix(exe, dir+"/") {
+		// argv[0] is the binary's path (readlink of /proc/PID/exe is not
+		// permitted everywhere).
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.HasPrefix(string(cmdline), dir+"/") {
 			b, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
 			if f := strings.Fields(string(b)); len(f) > 2 && f[2] == "Z" {
 				continue

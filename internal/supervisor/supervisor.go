@@ -89,8 +89,19 @@ type proc struct {
 	recheck   bool   // work may have arrived while a dispatch was in flight
 	killTimer *time.Timer
 	deadline  *time.Timer
-	exitErr   error
 	expected  bool // the process was asked to stop
+	killed    bool // kill was asked, maybe before the process existed
+}
+
+// kill ends the process now, or as soon as it exists.
+func (p *proc) kill() {
+	p.mu.Lock()
+	p.killed = true
+	proc := p.process
+	p.mu.Unlock()
+	if proc != nil {
+		proc.Kill()
+	}
 }
 
 // SessionWork starts or wakes the Session's process when it has queued Turns.
@@ -170,9 +181,21 @@ func (s *Supervisor) start(p *proc) {
 	ctx := s.ctx
 	l, err := s.eng.PrepareLaunch(ctx, p.sessionID)
 	if err == nil {
+		p.mu.Lock()
 		p.launch = l
-		p.process, err = s.launcher.Launch(ctx, LaunchSpec{SessionID: p.sessionID, ComputerID: l.Session.ComputerID,
+		p.mu.Unlock()
+		var proc Process
+		proc, err = s.launcher.Launch(ctx, LaunchSpec{SessionID: p.sessionID, ComputerID: l.Session.ComputerID,
 			Agent: l.Session.Agent, Binary: l.Binary, Socket: s.socket, Token: p.token})
+		if err == nil {
+			p.mu.Lock()
+			p.process = proc
+			killed := p.killed
+			p.mu.Unlock()
+			if killed {
+				proc.Kill()
+			}
+		}
 	}
 	if err != nil {
 		s.log.Error("launch session process", "session", p.sessionID, "err", err)
@@ -332,13 +355,11 @@ func (s *Supervisor) serve(p *proc, conn *websocket.Conn) {
 		if err != nil {
 			// The connection is the process's lifeline: without it the
 			// process cannot work, so it is ended and noticed as an exit.
-			if p.process != nil {
-				p.mu.Lock()
-				dead := p.state == stateDead
-				p.mu.Unlock()
-				if !dead {
-					p.process.Kill()
-				}
+			p.mu.Lock()
+			dead := p.state == stateDead
+			p.mu.Unlock()
+			if !dead {
+				p.kill()
 			}
 			return
 		}
@@ -374,10 +395,12 @@ func (s *Supervisor) handle(ctx context.Context, p *proc, m *protocol.Msg) {
 	case protocol.TypeHello:
 		if m.Protocol != protocol.Version {
 			s.log.Error("session process speaks another protocol", "session", p.sessionID, "protocol", m.Protocol)
-			p.process.Kill()
+			p.kill()
 			return
 		}
+		p.mu.Lock()
 		l := p.launch
+		p.mu.Unlock()
 		w := &protocol.Welcome{Agent: l.Session.Agent, SessionID: l.Session.ID, SessionKey: l.Session.Key,
 			ParentID: l.Session.ParentSessionID, ComputerID: l.Session.ComputerID, DeploymentID: l.Session.DeploymentID,
 			Recovery: protocol.Recovery{Kind: l.Recovery}, ServerTime: time.Now().UTC()}
@@ -561,7 +584,7 @@ func (s *Supervisor) cancelTurn(p *proc, turnID, reason string) {
 		p.mu.Unlock()
 		if still {
 			s.log.Warn("turn did not drain within the cleanup period; ending its process", "session", p.sessionID, "turn", turnID)
-			p.process.Kill()
+			p.kill()
 		}
 	})
 	p.mu.Unlock()
@@ -604,9 +627,7 @@ func (s *Supervisor) Close(ctx context.Context) {
 	case <-done:
 	case <-ctx.Done():
 		for _, p := range procs {
-			if p.process != nil {
-				p.process.Kill()
-			}
+			p.kill()
 		}
 		<-done
 	}
