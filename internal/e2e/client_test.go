@@ -38,8 +38,8 @@ func TestGoClientAgainstServer(t *testing.T) {
 		t.Fatalf("typed outcome %+v", out)
 	}
 	again, err := helmrclient.Create(ctx, c, helmrclient.Ref[Review, Verdict]("typed"), Review{Issue: 5}, helmrclient.CreateOptions{IdempotencyKey: "typed-1"})
-	if err != nil || again.Session.ID() != typed.Session.ID() {
-		t.Fatalf("replay: %v %v", err, again)
+	if err != nil || again.Session.ID() != typed.Session.ID() || !again.Replayed || typed.Replayed {
+		t.Fatalf("replay: %v %+v", err, again)
 	}
 
 	// Stream a Session's events live while Turns run; all arrive in order.

@@ -47,16 +47,17 @@ func hasInput(raw json.RawMessage) bool {
 }
 
 // CreateSession admits a new Session pinned to the current Deployment, with
-// its initial Turn when input is given.
-func (e *Engine) CreateSession(ctx context.Context, req helmrtype.SessionCreateRequest, caller Caller) (*helmrtype.SessionCreateReceipt, error) {
+// its initial Turn when input is given. replayed tells an idempotent replay,
+// which returns the original receipt.
+func (e *Engine) CreateSession(ctx context.Context, req helmrtype.SessionCreateRequest, caller Caller) (_ *helmrtype.SessionCreateReceipt, replayed bool, _ error) {
 	if req.Agent == "" {
-		return nil, invalid("agent is required")
+		return nil, false, invalid("agent is required")
 	}
 	if len(req.Key) > 256 {
-		return nil, invalid("key is longer than 256 bytes")
+		return nil, false, invalid("key is longer than 256 bytes")
 	}
 	if req.ComputerID != "" {
-		return nil, &helmrtype.Error{Code: helmrtype.CodeNotFound, Message: "computer " + req.ComputerID + " not found", Details: map[string]any{"id": req.ComputerID}}
+		return nil, false, &helmrtype.Error{Code: helmrtype.CodeNotFound, Message: "computer " + req.ComputerID + " not found", Details: map[string]any{"id": req.ComputerID}}
 	}
 	var receipt *helmrtype.SessionCreateReceipt
 	var sessionID string
@@ -127,7 +128,7 @@ func (e *Engine) CreateSession(ctx context.Context, req helmrtype.SessionCreateR
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if created {
 		e.hub.wake(sessionID)
@@ -135,7 +136,7 @@ func (e *Engine) CreateSession(ctx context.Context, req helmrtype.SessionCreateR
 			e.notify().SessionWork(sessionID)
 		}
 	}
-	return receipt, nil
+	return receipt, !created, nil
 }
 
 // admitTurn inserts a queued Turn and its turn.queued event.
@@ -161,10 +162,11 @@ func (e *Engine) getSessionTx(ctx context.Context, tx store.Tx, id string) (*sto
 	return s, err
 }
 
-// Enqueue always admits a new Turn at the end of the Session's FIFO.
-func (e *Engine) Enqueue(ctx context.Context, sessionID string, req helmrtype.EnqueueRequest, caller Caller) (*helmrtype.TurnState, error) {
+// Enqueue always admits a new Turn at the end of the Session's FIFO;
+// replayed tells an idempotent replay of an earlier admission.
+func (e *Engine) Enqueue(ctx context.Context, sessionID string, req helmrtype.EnqueueRequest, caller Caller) (_ *helmrtype.TurnState, replayed bool, _ error) {
 	if !hasInput(req.Input) {
-		return nil, &helmrtype.Error{Code: helmrtype.CodeInputInvalid, Message: "input is required"}
+		return nil, false, &helmrtype.Error{Code: helmrtype.CodeInputInvalid, Message: "input is required"}
 	}
 	var out *helmrtype.TurnState
 	var replay bool
@@ -228,7 +230,7 @@ func (e *Engine) Enqueue(ctx context.Context, sessionID string, req helmrtype.En
 		res.Started(started, msgs)
 	}
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if !replay {
 		e.hub.wake(sessionID)
@@ -236,7 +238,7 @@ func (e *Engine) Enqueue(ctx context.Context, sessionID string, req helmrtype.En
 			e.notify().SessionWork(sessionID)
 		}
 	}
-	return out, nil
+	return out, replay, nil
 }
 
 func sessionView(s *store.Session, initial *helmrtype.TurnState) helmrtype.Session {

@@ -117,6 +117,14 @@ func (s *Server) auth(h handler) http.Handler {
 	})
 }
 
+// createdStatus is 201 for a new resource and 200 for an idempotent replay.
+func createdStatus(replayed bool) int {
+	if replayed {
+		return http.StatusOK
+	}
+	return http.StatusCreated
+}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -190,11 +198,11 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}
-	rec, err := s.eng.CreateSession(r.Context(), req, engine.APICaller)
+	rec, replayed, err := s.eng.CreateSession(r.Context(), req, engine.APICaller)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, rec)
+	writeJSON(w, createdStatus(replayed), rec)
 	return nil
 }
 
@@ -235,11 +243,11 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}
-	t, err := s.eng.Enqueue(r.Context(), r.PathValue("id"), req, engine.APICaller)
+	t, replayed, err := s.eng.Enqueue(r.Context(), r.PathValue("id"), req, engine.APICaller)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, t)
+	writeJSON(w, createdStatus(replayed), t)
 	return nil
 }
 
