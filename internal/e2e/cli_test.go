@@ -271,3 +271,69 @@ func agentPIDs(dir string) []string {
 	}
 	return out
 }
+
+func TestHelmrDevRedeploysOnChange(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds twice")
+	}
+	// A copy of the test agents inside the module, so it builds against it.
+	src, err := os.MkdirTemp("testdata", "devwatch-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(src) })
+	code, err := os.ReadFile("testdata/agents/main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "main.go"), code, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, t.TempDir(), "dev", src)
+	rec := createEcho(t, s, "before")
+	// Change the program: the echo prefix.
+	changed := strings.Replace(string(code), `"echo: "`, `"echo v2: "`, 1)
+	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte(changed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for strings.Count(s.output(), "deployed ") < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no redeploy: %s", s.output())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	rec2 := createEcho(t, s, "after")
+	if rec2.Session.DeploymentID == rec.Session.DeploymentID {
+		t.Fatal("the new session did not pin the new deployment")
+	}
+	// The old Session keeps its Deployment and its code.
+	out, _, code2 := s.cli(t, "session", "enqueue", rec.Session.ID, "--text", "again", "--json")
+	var ts helmrtype.TurnState
+	json.Unmarshal([]byte(out), &ts)
+	if code2 != 0 {
+		t.Fatalf("enqueue: %d", code2)
+	}
+	s.cli(t, "session", "turn", "wait", rec.Session.ID, ts.ID)
+	events, _, _ := s.cli(t, "session", "events", rec.Session.ID, "--jsonl")
+	if !strings.Contains(events, `echo: `) || strings.Contains(events, "echo v2") {
+		t.Fatalf("old session's events: %s", events)
+	}
+	events, _, _ = s.cli(t, "session", "events", rec2.Session.ID, "--jsonl")
+	if !strings.Contains(events, "echo v2: ") {
+		t.Fatalf("new session's events: %s", events)
+	}
+}
+
+func createEcho(t *testing.T, s *server, text string) helmrtype.SessionCreateReceipt {
+	t.Helper()
+	out, errOut, code := s.cli(t, "session", "create", "--agent", "echo", "--text", text, "--wait", "--json")
+	if code != 0 {
+		t.Fatalf("create: %d %s %s", code, out, errOut)
+	}
+	var rec helmrtype.SessionCreateReceipt
+	if err := json.Unmarshal([]byte(out), &rec); err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}

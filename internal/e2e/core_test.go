@@ -151,3 +151,37 @@ func TestHandlerErrorsAndLimits(t *testing.T) {
 		t.Fatalf("limits outcome: %+v", o)
 	}
 }
+
+func TestOutputPipeAndContext(t *testing.T) {
+	p := startPlane(t, "")
+	var r helmrtype.SessionCreateReceipt
+	p.must("POST", "/v1/sessions", helmrtype.SessionCreateRequest{Agent: "echo", Input: text("pipe"), Key: "conv"}, &r)
+	o := p.wait(r.Session.ID, r.Turn.ID)
+	if o.Status != "completed" {
+		t.Fatalf("pipe: %+v", o)
+	}
+	var res map[string]string
+	json.Unmarshal(o.Result, &res)
+	var s helmrtype.Session
+	p.must("GET", "/v1/sessions/"+r.Session.ID, nil, &s)
+	if res["computer"] != *s.ComputerID || res["deployment"] != s.DeploymentID || res["key"] != "conv" {
+		t.Fatalf("context %v vs session %+v", res, s)
+	}
+	var parts []string
+	for _, e := range p.events(r.Session.ID) {
+		if e.Kind == "turn.output" {
+			var d struct{ Content helmrtype.Content }
+			json.Unmarshal(e.Data, &d)
+			for _, part := range d.Content {
+				if part.Type == "text" {
+					parts = append(parts, part.Text)
+				} else {
+					parts = append(parts, string(part.Value))
+				}
+			}
+		}
+	}
+	if strings.Join(parts, "|") != `a|b|c|d|{"n":1}` {
+		t.Fatalf("piped output %q", parts)
+	}
+}

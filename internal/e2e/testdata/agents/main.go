@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"os"
 	"strings"
 	"time"
@@ -29,6 +30,29 @@ var echo = helmr.Agent(helmr.AgentSpec[text, map[string]any, struct{}]{ID: "echo
 			return nil, errors.New("boom: the handler failed")
 		case "panic":
 			panic("kaboom")
+		case "pipe":
+			seq := func(yield func(string) bool) {
+				for _, s := range []string{"a", "b", "c"} {
+					if !yield(s) {
+						return
+					}
+				}
+			}
+			if err := t.Output.Pipe(ctx, iter.Seq[string](seq)); err != nil {
+				return nil, err
+			}
+			ch := make(chan helmr.Content, 2)
+			ch <- helmr.Text("d")
+			j, _ := helmr.JSON(map[string]int{"n": 1})
+			ch <- j
+			close(ch)
+			if err := t.Output.Pipe(ctx, ch); err != nil {
+				return nil, err
+			}
+			if err := t.Output.Pipe(ctx, 42); err == nil {
+				return nil, errors.New("Pipe took an int")
+			}
+			return map[string]any{"computer": ac.ComputerID, "deployment": ac.DeploymentID, "key": ac.Session.Key}, nil
 		}
 		if strings.HasPrefix(in, "sleep ") {
 			d, _ := time.ParseDuration(strings.TrimPrefix(in, "sleep "))
