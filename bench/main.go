@@ -193,11 +193,16 @@ func run(nTurns, nSessions, nCallers, nWarm int, syncMode string, keep bool) err
 	if _, err := load(c, ids, nSessions, nCallers); err != nil { // start every process
 		return err
 	}
+	srvCPU0, selfCPU0 := cpuTime(srv.Process.Pid), selfCPU()
+	t0 := time.Now()
 	tps, err = load(c, ids, nTurns, nCallers)
 	if err != nil {
 		return err
 	}
+	wall := time.Since(t0).Seconds()
 	fmt.Printf("throughput, %d sessions, %d callers: %.0f turns/s (%d turns)\n", nSessions, nCallers, tps, nTurns)
+	fmt.Printf("  CPU during that phase: server %.0f%%, load generator %.0f%% of one core (the rest: agent processes, kernel)\n",
+		100*(cpuTime(srv.Process.Pid)-srvCPU0)/wall, 100*(selfCPU()-selfCPU0)/wall)
 
 	total := 20 + nWarm + one + nSessions + nTurns
 	fmt.Printf("server RSS after %d turns: %.1f MB\n", total, float64(rss(srv.Process.Pid))/(1<<20))
@@ -270,6 +275,21 @@ func upload(c *client, binary string) error {
 	}
 	return nil
 }
+
+// cpuTime is a process's user+system CPU seconds from /proc.
+func cpuTime(pid int) float64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / 100 // clock ticks; 100 per second on Linux
+}
+
+// selfCPU is this process's CPU seconds.
+func selfCPU() float64 { return cpuTime(os.Getpid()) }
 
 // rss reads a process's resident set size from /proc.
 func rss(pid int) int64 {

@@ -65,18 +65,23 @@ func (e *Engine) StartNextTurn(ctx context.Context, sessionID string) (*store.Tu
 }
 
 func (e *Engine) startNextTx(ctx context.Context, tx store.Tx, sessionID string) (*store.Turn, []store.Message, error) {
-	if _, err := tx.FirstTurnWithStatus(ctx, sessionID, helmrtype.TurnRunning); err == nil {
-		return nil, nil, nil
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return nil, nil, err
-	}
-	t, err := tx.FirstTurnWithStatus(ctx, sessionID, helmrtype.TurnQueued)
+	t, err := tx.ActiveTurn(ctx, sessionID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil, nil
 	}
 	if err != nil {
 		return nil, nil, err
 	}
+	if t.Status == helmrtype.TurnRunning {
+		return nil, nil, nil
+	}
+	return e.startTurnTx(ctx, tx, t)
+}
+
+// startTurnTx marks a queued Turn running and returns the messages already
+// sent to it.
+func (e *Engine) startTurnTx(ctx context.Context, tx store.Tx, t *store.Turn) (*store.Turn, []store.Message, error) {
+	sessionID := t.SessionID
 	now := e.Now()
 	t.Status, t.StartedAt = helmrtype.TurnRunning, &now
 	if err := tx.UpdateTurn(ctx, t); err != nil {
@@ -209,11 +214,12 @@ func (e *Engine) SettleTurn(ctx context.Context, sessionID, turnID string, op in
 		if op > 0 {
 			t.LastOp = op
 		}
-		if err := e.settleTx(ctx, tx, t, st); err != nil {
+		queued, err := e.settleTx(ctx, tx, t, st)
+		if err != nil {
 			return err
 		}
-		if startNext {
-			next, msgs, err = e.startNextTx(ctx, tx, sessionID)
+		if startNext && queued != nil {
+			next, msgs, err = e.startTurnTx(ctx, tx, queued)
 		}
 		return err
 	})
@@ -224,7 +230,9 @@ func (e *Engine) SettleTurn(ctx context.Context, sessionID, turnID string, op in
 	return next, msgs, err
 }
 
-func (e *Engine) settleTx(ctx context.Context, tx store.Tx, t *store.Turn, st Settlement) error {
+// settleTx records a running Turn's end and returns the Session's oldest
+// queued Turn (nil when none: the Session is idle from now).
+func (e *Engine) settleTx(ctx context.Context, tx store.Tx, t *store.Turn, st Settlement) (*store.Turn, error) {
 	now := e.Now()
 	t.Status, t.TerminalAt = st.Status, &now
 	data := map[string]any{}
@@ -242,32 +250,31 @@ func (e *Engine) settleTx(ctx context.Context, tx store.Tx, t *store.Turn, st Se
 		data["error"] = st.Error
 	}
 	if err := tx.UpdateTurn(ctx, t); err != nil {
-		return err
+		return nil, err
 	}
 	if _, err := e.appendEvent(ctx, tx, t.SessionID, t.ID, helmrtype.TurnEventKind(st.Status), data, now); err != nil {
-		return err
+		return nil, err
 	}
 	msgs, err := tx.PendingMessages(ctx, t.ID)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for i := range msgs {
 		if err := e.rejectMessageTx(ctx, tx, &msgs[i], "turn_settled", "the turn settled before the message was delivered", now); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	// The Session is idle when nothing is queued behind this Turn.
-	if _, err := tx.FirstTurnWithStatus(ctx, t.SessionID, helmrtype.TurnQueued); errors.Is(err, store.ErrNotFound) {
+	next, err := tx.ActiveTurn(ctx, t.SessionID)
+	if errors.Is(err, store.ErrNotFound) {
 		s, err := tx.GetSession(ctx, t.SessionID)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		s.IdleSince = &now
-		return tx.UpdateSession(ctx, s)
-	} else if err != nil {
-		return err
+		return nil, tx.UpdateSession(ctx, s)
 	}
-	return nil
+	return next, err
 }
 
 // FailRunningTurn settles the Session's running Turn, if any, when its
@@ -280,15 +287,16 @@ func (e *Engine) FailRunningTurn(ctx context.Context, sessionID string, code hel
 		if _, err := e.appendEvent(ctx, tx, sessionID, "", helmrtype.EventProcessFailed, map[string]any{"error": helmrtype.TurnError{Code: code, Message: message}}, now); err != nil {
 			return err
 		}
-		t, err := tx.FirstTurnWithStatus(ctx, sessionID, helmrtype.TurnRunning)
-		if errors.Is(err, store.ErrNotFound) {
+		t, err := tx.ActiveTurn(ctx, sessionID)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && t.Status != helmrtype.TurnRunning) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
 		settled = t.ID
-		return e.settleTx(ctx, tx, t, Settlement{Status: helmrtype.TurnFailed, Error: &helmrtype.TurnError{Code: code, Message: message}})
+		_, err = e.settleTx(ctx, tx, t, Settlement{Status: helmrtype.TurnFailed, Error: &helmrtype.TurnError{Code: code, Message: message}})
+		return err
 	})
 	if err == nil {
 		if settled != "" {
@@ -323,7 +331,7 @@ func (e *Engine) Recover(ctx context.Context) ([]string, error) {
 			return err
 		}
 		for i := range running {
-			if err := e.settleTx(ctx, tx, &running[i], Settlement{Status: helmrtype.TurnInterrupted, Error: &helmrtype.TurnError{
+			if _, err := e.settleTx(ctx, tx, &running[i], Settlement{Status: helmrtype.TurnInterrupted, Error: &helmrtype.TurnError{
 				Code: helmrtype.CodeExecutionLost, Message: "the control plane stopped while the turn ran; it is not replayed"}}); err != nil {
 				return err
 			}
@@ -338,11 +346,11 @@ func (e *Engine) Recover(ctx context.Context) ([]string, error) {
 func (e *Engine) QueuedWork(ctx context.Context, sessionID string) (bool, error) {
 	var ok bool
 	err := e.store.View(ctx, func(tx store.Tx) error {
-		_, err := tx.FirstTurnWithStatus(ctx, sessionID, helmrtype.TurnQueued)
+		t, err := tx.ActiveTurn(ctx, sessionID)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil
 		}
-		ok = err == nil
+		ok = err == nil && t.Status == helmrtype.TurnQueued
 		return err
 	})
 	return ok, err

@@ -68,8 +68,9 @@ type Tx interface {
 	ListTurns(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]Turn, error)
 	// MaxTurnSequence is the highest Turn sequence of a Session, 0 when none.
 	MaxTurnSequence(ctx context.Context, sessionID string) (int64, error)
-	// FirstTurnWithStatus returns the Session's lowest-sequence Turn in status.
-	FirstTurnWithStatus(ctx context.Context, sessionID, status string) (*Turn, error)
+	// ActiveTurn returns the Session's running Turn when it has one, else
+	// its oldest queued Turn; ErrNotFound when it has neither.
+	ActiveTurn(ctx context.Context, sessionID string) (*Turn, error)
 	// TurnsWithStatus returns every Turn (of all Sessions) in status.
 	TurnsWithStatus(ctx context.Context, status string) ([]Turn, error)
 

@@ -248,16 +248,47 @@ func (s *Store) writeLoop() {
 	}
 }
 
+// ctl runs a transaction-control statement, prepared once.
+func (s *Store) ctl(q string) error {
+	st, err := s.wstmts.get(q)
+	if err != nil {
+		return err
+	}
+	_, err = st.ExecContext(context.Background())
+	return err
+}
+
 func (s *Store) commitBatch(batch []*updateReq) {
-	ctx := context.Background()
-	c := s.wconn
 	fail := func(err error) {
 		for _, r := range batch {
 			r.err <- err
 		}
 	}
-	if _, err := c.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+	if err := s.ctl("BEGIN IMMEDIATE"); err != nil {
 		fail(fmt.Errorf("sqlitestore: begin: %w", err))
+		return
+	}
+	newTx := func(r *updateReq) *tx { return &tx{ctx: r.ctx, q: writeQ{c: s.wconn, cache: s.wstmts}} }
+	if len(batch) == 1 {
+		// Alone in its transaction, an Update needs no savepoint.
+		r := batch[0]
+		err := r.ctx.Err()
+		if err == nil {
+			err = runFn(r.fn, newTx(r))
+		}
+		if err != nil {
+			if rerr := s.ctl("ROLLBACK"); rerr != nil {
+				s.log.Error("rollback", "err", rerr)
+			}
+			r.err <- err
+			return
+		}
+		if err := s.ctl("COMMIT"); err != nil {
+			s.ctl("ROLLBACK")
+			fail(fmt.Errorf("sqlitestore: commit: %w", err))
+			return
+		}
+		r.err <- nil
 		return
 	}
 	results := make([]error, len(batch))
@@ -266,25 +297,25 @@ func (s *Store) commitBatch(batch []*updateReq) {
 			results[i] = err
 			continue
 		}
-		if _, err := c.ExecContext(ctx, "SAVEPOINT u"); err != nil {
+		if err := s.ctl("SAVEPOINT u"); err != nil {
 			results[i] = err
 			continue
 		}
-		err := runFn(r.fn, &tx{ctx: r.ctx, q: writeQ{c: c, cache: s.wstmts}})
+		err := runFn(r.fn, newTx(r))
 		if err != nil {
-			if _, rerr := c.ExecContext(ctx, "ROLLBACK TO u"); rerr != nil {
+			if rerr := s.ctl("ROLLBACK TO u"); rerr != nil {
 				s.abortBatch(batch, rerr)
 				return
 			}
 		}
-		if _, rerr := c.ExecContext(ctx, "RELEASE u"); rerr != nil {
+		if rerr := s.ctl("RELEASE u"); rerr != nil {
 			s.abortBatch(batch, rerr)
 			return
 		}
 		results[i] = err
 	}
-	if _, err := c.ExecContext(ctx, "COMMIT"); err != nil {
-		c.ExecContext(ctx, "ROLLBACK")
+	if err := s.ctl("COMMIT"); err != nil {
+		s.ctl("ROLLBACK")
 		fail(fmt.Errorf("sqlitestore: commit: %w", err))
 		return
 	}

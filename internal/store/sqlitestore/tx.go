@@ -397,12 +397,9 @@ func (t *tx) MaxTurnSequence(ctx context.Context, sessionID string) (int64, erro
 // SQLite would otherwise scan the Session's primary-key range.
 func activeStatus(status string) bool { return status == "queued" || status == "running" }
 
-func (t *tx) FirstTurnWithStatus(ctx context.Context, sessionID, status string) (*store.Turn, error) {
-	if activeStatus(status) {
-		return t.oneTurn(ctx, `SELECT `+turnCols+` FROM turns INDEXED BY turns_active
- WHERE status IN ('queued', 'running') AND session_id = ? AND status = ? ORDER BY sequence LIMIT 1`, sessionID, status)
-	}
-	return t.oneTurn(ctx, `SELECT `+turnCols+` FROM turns WHERE session_id = ? AND status = ? ORDER BY sequence LIMIT 1`, sessionID, status)
+func (t *tx) ActiveTurn(ctx context.Context, sessionID string) (*store.Turn, error) {
+	return t.oneTurn(ctx, `SELECT `+turnCols+` FROM turns INDEXED BY turns_active
+ WHERE status IN ('queued', 'running') AND session_id = ? ORDER BY status = 'running' DESC, sequence LIMIT 1`, sessionID)
 }
 
 func (t *tx) TurnsWithStatus(ctx context.Context, status string) ([]store.Turn, error) {

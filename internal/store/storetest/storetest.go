@@ -892,27 +892,25 @@ func testTurnsByStatus(t *testing.T, s store.Store) {
 		return nil
 	})
 	view(t, s, func(ctx context.Context, tx store.Tx) error {
-		for _, c := range []struct{ session, status, want string }{
-			{"ses-a", "queued", "ses-a-3"},
-			{"ses-a", "running", "ses-a-2"},
-			{"ses-a", "completed", "ses-a-1"},
-			{"ses-b", "queued", "ses-b-2"},
-			{"ses-d", "running", "ses-d-2"},
+		for _, c := range []struct{ session, want string }{
+			{"ses-a", "ses-a-2"}, // running wins over queued
+			{"ses-b", "ses-b-2"}, // oldest queued
+			{"ses-d", "ses-d-2"},
 		} {
-			got, err := tx.FirstTurnWithStatus(ctx, c.session, c.status)
+			got, err := tx.ActiveTurn(ctx, c.session)
 			if err != nil || got.ID != c.want {
-				t.Errorf("FirstTurnWithStatus(%s, %s) = %v, %v; want %s", c.session, c.status, got, err, c.want)
+				t.Errorf("ActiveTurn(%s) = %v, %v; want %s", c.session, got, err, c.want)
 			}
 		}
-		got, err := tx.FirstTurnWithStatus(ctx, "ses-a", "queued")
+		got, err := tx.ActiveTurn(ctx, "ses-b")
 		if err != nil {
-			t.Fatalf("FirstTurnWithStatus: %v", err)
+			t.Fatalf("ActiveTurn: %v", err)
 		}
-		check(t, "FirstTurnWithStatus row", *got, storedTurn(*newTurn("ses-a", "ses-a-3", 3, "queued")))
-		_, err = tx.FirstTurnWithStatus(ctx, "ses-c", "queued")
-		wantErr(t, "FirstTurnWithStatus(none)", err, store.ErrNotFound)
-		_, err = tx.FirstTurnWithStatus(ctx, "ses-none", "queued")
-		wantErr(t, "FirstTurnWithStatus(no Session)", err, store.ErrNotFound)
+		check(t, "ActiveTurn row", *got, storedTurn(*newTurn("ses-b", "ses-b-2", 2, "queued")))
+		_, err = tx.ActiveTurn(ctx, "ses-c")
+		wantErr(t, "ActiveTurn(none)", err, store.ErrNotFound)
+		_, err = tx.ActiveTurn(ctx, "ses-none")
+		wantErr(t, "ActiveTurn(no Session)", err, store.ErrNotFound)
 
 		for status, want := range map[string][]string{
 			"queued":    {"ses-a-3", "ses-a-4", "ses-b-2"},
