@@ -70,7 +70,8 @@ type Engine struct {
 	store store.Store
 	clock Clock
 	log   *slog.Logger
-	hub   hub
+	hub   hub[struct{}]             // by Session ID
+	turns hub[*helmrtype.TurnState] // by Turn ID, on settlement
 
 	mu       sync.RWMutex
 	notifier Notifier
@@ -87,7 +88,7 @@ func New(s store.Store, opts Options) *Engine {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Engine{store: s, clock: opts.Clock, log: opts.Logger, notifier: nopNotifier{}, hub: hub{m: map[string]chan struct{}{}}}
+	return &Engine{store: s, clock: opts.Clock, log: opts.Logger, notifier: nopNotifier{}, hub: newHub[struct{}](), turns: newHub[*helmrtype.TurnState]()}
 }
 
 // SetNotifier sets who is told about runnable work; the supervisor.
@@ -111,7 +112,10 @@ func (e *Engine) Now() time.Time { return e.clock.Now().UTC().Truncate(time.Micr
 
 // Watch returns a channel that is closed at the next committed change of
 // the Session's timeline or state.
-func (e *Engine) Watch(sessionID string) <-chan struct{} { return e.hub.watch(sessionID) }
+func (e *Engine) Watch(sessionID string) <-chan struct{} { return e.hub.watch(sessionID).ch }
+
+// wake wakes the Session's watchers.
+func (e *Engine) wake(sessionID string) { e.hub.wake(sessionID, struct{}{}) }
 
 func newID() string { return uuid.Must(uuid.NewV7()).String() }
 
@@ -123,31 +127,41 @@ func invalid(format string, args ...any) error {
 	return helmrtype.Errorf(helmrtype.CodeInvalidRequest, format, args...)
 }
 
-// hub wakes watchers of an ID: a Session (any change of its timeline or
-// state) or a Turn (its settlement).
-type hub struct {
+// hub wakes watchers of an ID once, handing them a value: sessions wake on
+// any change of their timeline or state, Turns on their settlement (with
+// the settled state, so a waiter needs no read).
+type hub[V any] struct {
 	mu sync.Mutex
-	m  map[string]chan struct{}
+	m  map[string]*signal[V]
 }
 
-func (h *hub) watch(id string) <-chan struct{} {
+// signal is closed once, after val is set.
+type signal[V any] struct {
+	ch  chan struct{}
+	val V
+}
+
+func newHub[V any]() hub[V] { return hub[V]{m: map[string]*signal[V]{}} }
+
+func (h *hub[V]) watch(id string) *signal[V] {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	ch, ok := h.m[id]
+	sg, ok := h.m[id]
 	if !ok {
-		ch = make(chan struct{})
-		h.m[id] = ch
+		sg = &signal[V]{ch: make(chan struct{})}
+		h.m[id] = sg
 	}
-	return ch
+	return sg
 }
 
-func (h *hub) wake(id string) {
+func (h *hub[V]) wake(id string, v V) {
 	h.mu.Lock()
-	ch, ok := h.m[id]
+	sg, ok := h.m[id]
 	delete(h.m, id)
 	h.mu.Unlock()
 	if ok {
-		close(ch)
+		sg.val = v
+		close(sg.ch)
 	}
 }
 

@@ -49,7 +49,7 @@ func (e *Engine) SendMessage(ctx context.Context, sessionID, turnID string, req 
 		return nil, err
 	}
 	if !replay {
-		e.hub.wake(sessionID)
+		e.wake(sessionID)
 		e.notify().TurnMessage(sessionID, turnID)
 	}
 	return out, nil
@@ -101,7 +101,7 @@ func (e *Engine) messageOutcome(ctx context.Context, sessionID, messageID string
 		return fn(tx, m, e.Now())
 	})
 	if err == nil {
-		e.hub.wake(sessionID)
+		e.wake(sessionID)
 	}
 	return err
 }

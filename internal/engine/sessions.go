@@ -131,7 +131,7 @@ func (e *Engine) CreateSession(ctx context.Context, req helmrtype.SessionCreateR
 		return nil, false, err
 	}
 	if created {
-		e.hub.wake(sessionID)
+		e.wake(sessionID)
 		if receipt.Turn != nil {
 			e.notify().SessionWork(sessionID)
 		}
@@ -233,7 +233,7 @@ func (e *Engine) Enqueue(ctx context.Context, sessionID string, req helmrtype.En
 		return nil, false, err
 	}
 	if !replay {
-		e.hub.wake(sessionID)
+		e.wake(sessionID)
 		if started == nil {
 			e.notify().SessionWork(sessionID)
 		}
@@ -428,24 +428,24 @@ func (e *Engine) ListTurns(ctx context.Context, sessionID, cursor string, limit 
 func (e *Engine) WaitTurn(ctx context.Context, sessionID, turnID string, timeout time.Duration) (*helmrtype.TimedTurnWaitResult, error) {
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	for {
-		ch := e.hub.watch(turnID)
-		t, err := e.GetTurn(ctx, sessionID, turnID)
-		if err != nil {
-			return nil, err
-		}
-		if helmrtype.TurnTerminal(t.Status) {
-			o := t.Outcome()
-			return &helmrtype.TimedTurnWaitResult{Status: helmrtype.WaitSettled, Outcome: &o}, nil
-		}
+	sg := e.turns.watch(turnID)
+	t, err := e.GetTurn(ctx, sessionID, turnID)
+	if err != nil {
+		return nil, err
+	}
+	for !helmrtype.TurnTerminal(t.Status) {
 		select {
-		case <-ch:
+		case <-sg.ch:
+			t = sg.val
+			sg = e.turns.watch(turnID)
 		case <-timer.C:
 			return &helmrtype.TimedTurnWaitResult{Status: helmrtype.WaitTimeout}, nil
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
 	}
+	o := t.Outcome()
+	return &helmrtype.TimedTurnWaitResult{Status: helmrtype.WaitSettled, Outcome: &o}, nil
 }
 
 // ListEvents returns one page of a Session's timeline after a sequence.

@@ -59,7 +59,7 @@ func (e *Engine) StartNextTurn(ctx context.Context, sessionID string) (*store.Tu
 		return err
 	})
 	if err == nil && turn != nil {
-		e.hub.wake(sessionID)
+		e.wake(sessionID)
 	}
 	return turn, msgs, err
 }
@@ -147,7 +147,7 @@ func (e *Engine) AppendOutput(ctx context.Context, sessionID, turnID string, op 
 		return tx.UpdateTurn(ctx, t)
 	})
 	if err == nil && !dup {
-		e.hub.wake(sessionID)
+		e.wake(sessionID)
 	}
 	return seq, dup, err
 }
@@ -202,8 +202,9 @@ func (e *Engine) SettleTurn(ctx context.Context, sessionID, turnID string, op in
 	}
 	var next *store.Turn
 	var msgs []store.Message
+	var settled *helmrtype.TurnState
 	err := e.store.Update(ctx, func(tx store.Tx) error {
-		next, msgs = nil, nil
+		next, msgs, settled = nil, nil, nil
 		t, err := e.runningTurnTx(ctx, tx, sessionID, turnID)
 		if err != nil {
 			return err
@@ -218,14 +219,18 @@ func (e *Engine) SettleTurn(ctx context.Context, sessionID, turnID string, op in
 		if err != nil {
 			return err
 		}
+		ts := turnState(t)
+		settled = &ts
 		if startNext && queued != nil {
 			next, msgs, err = e.startTurnTx(ctx, tx, queued)
 		}
 		return err
 	})
 	if err == nil {
-		e.hub.wake(turnID)
-		e.hub.wake(sessionID)
+		if settled != nil {
+			e.turns.wake(turnID, settled)
+		}
+		e.wake(sessionID)
 	}
 	return next, msgs, err
 }
@@ -280,9 +285,9 @@ func (e *Engine) settleTx(ctx context.Context, tx store.Tx, t *store.Turn, st Se
 // FailRunningTurn settles the Session's running Turn, if any, when its
 // process is gone, and records the process's end.
 func (e *Engine) FailRunningTurn(ctx context.Context, sessionID string, code helmrtype.Code, message string) error {
-	var settled string
+	var settled *helmrtype.TurnState
 	err := e.store.Update(ctx, func(tx store.Tx) error {
-		settled = ""
+		settled = nil
 		now := e.Now()
 		if _, err := e.appendEvent(ctx, tx, sessionID, "", helmrtype.EventProcessFailed, map[string]any{"error": helmrtype.TurnError{Code: code, Message: message}}, now); err != nil {
 			return err
@@ -294,15 +299,16 @@ func (e *Engine) FailRunningTurn(ctx context.Context, sessionID string, code hel
 		if err != nil {
 			return err
 		}
-		settled = t.ID
 		_, err = e.settleTx(ctx, tx, t, Settlement{Status: helmrtype.TurnFailed, Error: &helmrtype.TurnError{Code: code, Message: message}})
+		ts := turnState(t)
+		settled = &ts
 		return err
 	})
 	if err == nil {
-		if settled != "" {
-			e.hub.wake(settled)
+		if settled != nil {
+			e.turns.wake(settled.ID, settled)
 		}
-		e.hub.wake(sessionID)
+		e.wake(sessionID)
 	}
 	return err
 }
@@ -314,7 +320,7 @@ func (e *Engine) ProcessStopped(ctx context.Context, sessionID, reason string) e
 		return err
 	})
 	if err == nil {
-		e.hub.wake(sessionID)
+		e.wake(sessionID)
 	}
 	return err
 }
@@ -366,7 +372,7 @@ func (e *Engine) RecordDeadline(ctx context.Context, sessionID, turnID string) e
 		return err
 	})
 	if err == nil {
-		e.hub.wake(sessionID)
+		e.wake(sessionID)
 	}
 	return err
 }
