@@ -76,7 +76,13 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		q.Add("_pragma", "synchronous("+syncMode+")")
 		q.Add("_pragma", "foreign_keys(OFF)")
 		q.Add("_pragma", "mmap_size(268435456)")
-		q.Add("_pragma", "cache_size(-16384)")
+		// Page caches are per connection: a larger one for the writer,
+		// small ones for readers, which read through the memory map.
+		if readOnly {
+			q.Add("_pragma", "cache_size(-2048)")
+		} else {
+			q.Add("_pragma", "cache_size(-8192)")
+		}
 		if readOnly {
 			q.Add("_pragma", "query_only(1)")
 		}

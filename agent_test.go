@@ -1,0 +1,133 @@
+package helmr
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/helmr-go/helmr/helmrtype"
+)
+
+var testBox = Template(TemplateSpec{ID: "box", Image: Image("box").FromHost()})
+
+func textTurn(ctx context.Context, t *Turn[InputContent], ac *AgentContext[struct{}]) (any, error) {
+	return nil, nil
+}
+
+func mustPanic(t *testing.T, want string, f func()) {
+	t.Helper()
+	defer func() {
+		r := recover()
+		if r == nil || !strings.Contains(r.(string), want) {
+			t.Fatalf("panic %v, want one mentioning %q", r, want)
+		}
+	}()
+	f()
+}
+
+func TestAgentValidatesItsDefinition(t *testing.T) {
+	mustPanic(t, "must match", func() {
+		Agent(AgentSpec[InputContent, any, struct{}]{ID: "", Template: testBox, Turn: textTurn})
+	})
+	mustPanic(t, "must match", func() {
+		Agent(AgentSpec[InputContent, any, struct{}]{ID: "-bad", Template: testBox, Turn: textTurn})
+	})
+	mustPanic(t, "must match", func() {
+		Agent(AgentSpec[InputContent, any, struct{}]{ID: strings.Repeat("a", 129), Template: testBox, Turn: textTurn})
+	})
+	mustPanic(t, "Template is required", func() {
+		Agent(AgentSpec[InputContent, any, struct{}]{ID: "a", Turn: textTurn})
+	})
+	mustPanic(t, "Turn is required", func() {
+		Agent(AgentSpec[InputContent, any, struct{}]{ID: "a", Template: testBox})
+	})
+	mustPanic(t, "CloseAfterIdle", func() {
+		Agent(AgentSpec[InputContent, any, struct{}]{ID: "a", Template: testBox, Turn: textTurn, CloseAfterIdle: "soon"})
+	})
+	mustPanic(t, "MaxTurnDuration", func() {
+		Agent(AgentSpec[InputContent, any, struct{}]{ID: "a", Template: testBox, Turn: textTurn, MaxTurnDuration: "never"})
+	})
+	a := Agent(AgentSpec[InputContent, any, struct{}]{ID: "A.b_c-1", Template: testBox, Turn: textTurn})
+	m := a.manifest()
+	if m.InputKind != "text" || m.CloseAfterIdle != "7d" || m.HibernateAfterIdle != "never" || m.Template != "box" {
+		t.Fatalf("defaults: %+v", m)
+	}
+}
+
+func TestTemplateValidates(t *testing.T) {
+	mustPanic(t, "Image is required", func() { Template(TemplateSpec{ID: "x"}) })
+	mustPanic(t, "From(ref) or FromHost()", func() { Template(TemplateSpec{ID: "x", Image: Image("x")}) })
+	mustPanic(t, "memory", func() {
+		Template(TemplateSpec{ID: "x", Image: Image("x").FromHost(), Resources: Resources{Memory: "lots"}})
+	})
+	for in, want := range map[string]int64{"512MiB": 512 << 20, "1GiB": 1 << 30, "1.5Gi": 3 << 29, "100M": 100e6, "4096": 4096} {
+		if got, err := ParseMemory(in); err != nil || got != want {
+			t.Errorf("ParseMemory(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	img := Image("x").From("debian:12").Run("apt-get", "install", "-y", "git").Workdir("/workspace").Env("A", "1").User("agent").Copy("/app", "./app")
+	if len(img.m.Steps) != 5 || img.m.From != "debian:12" || img.m.Steps[0].Op != "run" {
+		t.Fatalf("image steps %+v", img.m)
+	}
+}
+
+type review struct {
+	Issue int `json:"issue"`
+}
+
+func TestTypedAgentSchemas(t *testing.T) {
+	a := Agent(AgentSpec[review, map[string]bool, struct{}]{ID: "typed", Template: testBox,
+		Turn: func(ctx context.Context, t *Turn[review], ac *AgentContext[struct{}]) (map[string]bool, error) { return nil, nil }})
+	m := a.manifest()
+	if m.InputKind != "json" || !strings.Contains(string(m.InputSchema), `"issue"`) {
+		t.Fatalf("manifest %+v", m)
+	}
+	ctx := context.Background()
+	if v, err := a.input.Validate(ctx, json.RawMessage(`{"issue":3}`)); err != nil || v.Issue != 3 {
+		t.Fatalf("valid input: %v %v", v, err)
+	}
+	for _, bad := range []string{`{"issue":"3"}`, `{}`, `{"issue":1,"extra":true}`, `[1]`, `nope`} {
+		if _, err := a.input.Validate(ctx, json.RawMessage(bad)); err == nil {
+			t.Errorf("input %s accepted", bad)
+		}
+	}
+}
+
+func TestBuildManifest(t *testing.T) {
+	a := Agent(AgentSpec[InputContent, any, struct{}]{ID: "a", Template: testBox, Turn: textTurn})
+	b := Agent(AgentSpec[InputContent, any, struct{}]{ID: "b", Template: testBox, Turn: textTurn})
+	m, err := BuildManifest(a, b)
+	if err != nil || len(m.Agents) != 2 || len(m.Templates) != 1 || m.Version != helmrtype.ManifestVersion {
+		t.Fatalf("%+v %v", m, err)
+	}
+	if _, err := BuildManifest(a, a); err == nil {
+		t.Fatal("duplicate agent accepted")
+	}
+	other := Template(TemplateSpec{ID: "box", Image: Image("other").From("scratch")})
+	c := Agent(AgentSpec[InputContent, any, struct{}]{ID: "c", Template: other, Turn: textTurn})
+	if _, err := BuildManifest(a, c); err == nil {
+		t.Fatal("two different templates with one id accepted")
+	}
+	if _, err := BuildManifest(); err == nil {
+		t.Fatal("no agents accepted")
+	}
+}
+
+func TestHumanContent(t *testing.T) {
+	if c, err := toContent("hi"); err != nil || c.PlainText() != "hi" {
+		t.Fatal(c, err)
+	}
+	if c, err := toContent(Content{}); err != nil || len(c) != 0 {
+		t.Fatal(c, err)
+	}
+	if _, err := toContent(42); helmrtype.CodeOf(err) != helmrtype.CodeOutputInvalid {
+		t.Fatal(err)
+	}
+	if _, err := toContent(make(Content, 65)); helmrtype.CodeOf(err) != helmrtype.CodeLimitExceeded {
+		t.Fatal(err)
+	}
+	if !IsMessageRejected(RejectMessage("no")) || IsMessageRejected(context.Canceled) {
+		t.Fatal("IsMessageRejected")
+	}
+}
