@@ -4,9 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/helmr-go/helmr/internal/store"
 )
 
@@ -283,11 +285,11 @@ func (t *tx) SessionsWithWork(ctx context.Context) ([]string, error) {
 	defer rows.Close()
 	var out []string
 	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
+		var sid string
+		if err := rows.Scan(idDest{&sid}); err != nil {
 			return nil, err
 		}
-		out = append(out, id)
+		out = append(out, sid)
 	}
 	return out, rows.Err()
 }
@@ -301,7 +303,7 @@ func scanTurn(sc interface{ Scan(...any) error }) (*store.Turn, error) {
 	var started, terminal sql.NullInt64
 	var input, source, result, response []byte
 	var staged int
-	if err := sc.Scan(&t.ID, &t.SessionID, &t.Sequence, &t.Status, &input, &source, &created, &started, &terminal,
+	if err := sc.Scan(idDest{&t.ID}, idDest{&t.SessionID}, &t.Sequence, &t.Status, &input, &source, &created, &started, &terminal,
 		&result, &response, &staged, &t.ErrorCode, &t.ErrorMessage, &t.OutputBytes, &t.LastOp); err != nil {
 		return nil, err
 	}
@@ -329,7 +331,7 @@ func boolInt(b bool) int {
 
 func (t *tx) InsertTurn(ctx context.Context, tr *store.Turn) error {
 	return t.exec(ctx, `INSERT INTO turns(`+turnCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		tr.ID, tr.SessionID, tr.Sequence, tr.Status, blob(tr.Input), blob(tr.Source), micros(tr.CreatedAt),
+		id(tr.ID), id(tr.SessionID), tr.Sequence, tr.Status, blob(tr.Input), blob(tr.Source), micros(tr.CreatedAt),
 		nullMicros(tr.StartedAt), nullMicros(tr.TerminalAt), blob(tr.Result), blob(tr.Response), boolInt(tr.ResponseStaged),
 		tr.ErrorCode, tr.ErrorMessage, tr.OutputBytes, tr.LastOp)
 }
@@ -362,10 +364,10 @@ func (t *tx) oneTurn(ctx context.Context, q string, args ...any) (*store.Turn, e
 	return &ts[0], nil
 }
 
-func (t *tx) GetTurn(ctx context.Context, sessionID, id string) (*store.Turn, error) {
+func (t *tx) GetTurn(ctx context.Context, sessionID, turnID string) (*store.Turn, error) {
 	// Look up by the unique id index alone: with session_id in the WHERE
 	// clause SQLite may scan the Session's whole primary-key range.
-	tr, err := t.oneTurn(ctx, `SELECT `+turnCols+` FROM turns WHERE id = ?`, id)
+	tr, err := t.oneTurn(ctx, `SELECT `+turnCols+` FROM turns WHERE id = ?`, id(turnID))
 	if err != nil {
 		return nil, err
 	}
@@ -379,16 +381,16 @@ func (t *tx) UpdateTurn(ctx context.Context, tr *store.Turn) error {
 	return t.exec(ctx, `UPDATE turns SET status = ?, started_at = ?, terminal_at = ?, result = ?, response = ?,
  response_staged = ?, error_code = ?, error_message = ?, output_bytes = ?, last_op = ? WHERE session_id = ? AND sequence = ?`,
 		tr.Status, nullMicros(tr.StartedAt), nullMicros(tr.TerminalAt), blob(tr.Result), blob(tr.Response),
-		boolInt(tr.ResponseStaged), tr.ErrorCode, tr.ErrorMessage, tr.OutputBytes, tr.LastOp, tr.SessionID, tr.Sequence)
+		boolInt(tr.ResponseStaged), tr.ErrorCode, tr.ErrorMessage, tr.OutputBytes, tr.LastOp, id(tr.SessionID), tr.Sequence)
 }
 
 func (t *tx) ListTurns(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]store.Turn, error) {
-	return t.queryTurns(ctx, `SELECT `+turnCols+` FROM turns WHERE session_id = ? AND sequence > ? ORDER BY sequence LIMIT ?`, sessionID, afterSeq, limit)
+	return t.queryTurns(ctx, `SELECT `+turnCols+` FROM turns WHERE session_id = ? AND sequence > ? ORDER BY sequence LIMIT ?`, id(sessionID), afterSeq, limit)
 }
 
 func (t *tx) MaxTurnSequence(ctx context.Context, sessionID string) (int64, error) {
 	var n int64
-	err := t.one(ctx, `SELECT COALESCE(MAX(sequence), 0) FROM turns WHERE session_id = ?`, []any{sessionID}, &n)
+	err := t.one(ctx, `SELECT COALESCE(MAX(sequence), 0) FROM turns WHERE session_id = ?`, []any{id(sessionID)}, &n)
 	return n, err
 }
 
@@ -399,7 +401,7 @@ func activeStatus(status string) bool { return status == "queued" || status == "
 
 func (t *tx) ActiveTurn(ctx context.Context, sessionID string) (*store.Turn, error) {
 	return t.oneTurn(ctx, `SELECT `+turnCols+` FROM turns INDEXED BY turns_active
- WHERE status IN ('queued', 'running') AND session_id = ? ORDER BY status = 'running' DESC, sequence LIMIT 1`, sessionID)
+ WHERE status IN ('queued', 'running') AND session_id = ? ORDER BY status = 'running' DESC, sequence LIMIT 1`, id(sessionID))
 }
 
 func (t *tx) TurnsWithStatus(ctx context.Context, status string) ([]store.Turn, error) {
@@ -467,12 +469,12 @@ func (t *tx) AppendEvent(ctx context.Context, e *store.Event) error {
 		data = json.RawMessage("{}")
 	}
 	return t.exec(ctx, `INSERT INTO events(session_id, sequence, turn_id, kind, data, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-		e.SessionID, e.Sequence, e.TurnID, e.Kind, []byte(data), micros(e.CreatedAt))
+		id(e.SessionID), e.Sequence, id(e.TurnID), e.Kind, []byte(data), micros(e.CreatedAt))
 }
 
 func (t *tx) ListEvents(ctx context.Context, sessionID string, after int64, limit int) ([]store.Event, error) {
 	rows, err := t.q.query(ctx, `SELECT session_id, sequence, turn_id, kind, data, created_at FROM events
- WHERE session_id = ? AND sequence > ? ORDER BY sequence LIMIT ?`, sessionID, after, limit)
+ WHERE session_id = ? AND sequence > ? ORDER BY sequence LIMIT ?`, id(sessionID), after, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -482,7 +484,7 @@ func (t *tx) ListEvents(ctx context.Context, sessionID string, after int64, limi
 		var e store.Event
 		var data []byte
 		var created int64
-		if err := rows.Scan(&e.SessionID, &e.Sequence, &e.TurnID, &e.Kind, &data, &created); err != nil {
+		if err := rows.Scan(idDest{&e.SessionID}, &e.Sequence, idDest{&e.TurnID}, &e.Kind, &data, &created); err != nil {
 			return nil, err
 		}
 		e.Data, e.CreatedAt = raw(data), fromMicros(created)
@@ -493,7 +495,7 @@ func (t *tx) ListEvents(ctx context.Context, sessionID string, after int64, limi
 
 func (t *tx) LastEventSequence(ctx context.Context, sessionID string) (int64, error) {
 	var n int64
-	err := t.one(ctx, `SELECT COALESCE(MAX(sequence), 0) FROM events WHERE session_id = ?`, []any{sessionID}, &n)
+	err := t.one(ctx, `SELECT COALESCE(MAX(sequence), 0) FROM events WHERE session_id = ?`, []any{id(sessionID)}, &n)
 	return n, err
 }
 
@@ -512,4 +514,37 @@ func (t *tx) GetIdempotency(ctx context.Context, scope, key string) (*store.Idem
 func (t *tx) InsertIdempotency(ctx context.Context, r *store.Idempotency) error {
 	return t.exec(ctx, `INSERT INTO idempotency(scope, key, digest, response, created_at) VALUES (?, ?, ?, ?, ?)`,
 		r.Scope, r.Key, r.Digest, []byte(r.Response), micros(r.CreatedAt))
+}
+
+// id encodes an ID for the turns and events tables, which hold most rows:
+// a canonical UUID is stored as its 16 bytes (sorting as its text does),
+// anything else as text. Reads decode with idDest.
+func id(s string) any {
+	if len(s) == 36 {
+		if u, err := uuid.Parse(s); err == nil && u.String() == s {
+			return u[:]
+		}
+	}
+	return s
+}
+
+// idDest scans an ID written by id.
+type idDest struct{ s *string }
+
+func (d idDest) Scan(v any) error {
+	switch x := v.(type) {
+	case []byte:
+		if len(x) == 16 {
+			*d.s = uuid.UUID(x).String()
+		} else {
+			*d.s = string(x)
+		}
+	case string:
+		*d.s = x
+	case nil:
+		*d.s = ""
+	default:
+		return fmt.Errorf("sqlitestore: id of type %T", v)
+	}
+	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/google/uuid"
 	"reflect"
 	"slices"
 	"strings"
@@ -53,6 +54,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ViewIsReadOnly", testViewIsReadOnly},
 		{"ViewIsSnapshot", testViewIsSnapshot},
 		{"ConcurrentUpdates", testConcurrentUpdates},
+		{"UUIDIDs", testUUIDIDs},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1569,6 +1571,51 @@ func testConcurrentUpdates(t *testing.T, s store.Store) {
 		}
 		if n, err := tx.LastEventSequence(ctx, shared); err != nil || n != workers*rounds {
 			t.Errorf("LastEventSequence(shared) = %d, %v; want %d", n, err, workers*rounds)
+		}
+		return nil
+	})
+}
+
+// testUUIDIDs uses real UUIDv7 IDs, as the engine does: a store may encode
+// them compactly, and every read must give them back exactly and in order.
+func testUUIDIDs(t *testing.T, s store.Store) {
+	sid := uuid.Must(uuid.NewV7()).String()
+	var ids []string
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		wantOK(t, "InsertSession", tx.InsertSession(ctx, newSession(sid, "agent", "")))
+		for i := 1; i <= 3; i++ {
+			id := uuid.Must(uuid.NewV7()).String()
+			ids = append(ids, id)
+			wantOK(t, "InsertTurn", tx.InsertTurn(ctx, newTurn(sid, id, int64(i), "queued")))
+			wantOK(t, "AppendEvent", tx.AppendEvent(ctx, &store.Event{SessionID: sid, TurnID: id, Kind: "turn.queued", CreatedAt: at(i)}))
+		}
+		return tx.AppendEvent(ctx, &store.Event{SessionID: sid, Kind: "session.note", CreatedAt: at(4)})
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		for i, id := range ids {
+			got, err := tx.GetTurn(ctx, sid, id)
+			if err != nil || got.ID != id || got.SessionID != sid || got.Sequence != int64(i+1) {
+				t.Errorf("GetTurn(%s) = %+v, %v", id, got, err)
+			}
+		}
+		turns, err := tx.ListTurns(ctx, sid, 0, 10)
+		if err != nil || len(turns) != 3 || turns[0].ID != ids[0] || turns[2].ID != ids[2] {
+			t.Errorf("ListTurns = %+v, %v", turns, err)
+		}
+		active, err := tx.ActiveTurn(ctx, sid)
+		if err != nil || active.ID != ids[0] {
+			t.Errorf("ActiveTurn = %+v, %v", active, err)
+		}
+		evs, err := tx.ListEvents(ctx, sid, 0, 10)
+		if err != nil || len(evs) != 4 || evs[0].SessionID != sid || evs[1].TurnID != ids[1] || evs[3].TurnID != "" {
+			t.Errorf("ListEvents = %+v, %v", evs, err)
+		}
+		work, err := tx.SessionsWithWork(ctx)
+		if err != nil || len(work) != 1 || work[0] != sid {
+			t.Errorf("SessionsWithWork = %v, %v", work, err)
+		}
+		if _, err := tx.GetTurn(ctx, uuid.Must(uuid.NewV7()).String(), ids[0]); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("GetTurn in another session: %v", err)
 		}
 		return nil
 	})
