@@ -78,7 +78,9 @@ type review struct {
 
 func TestTypedAgentSchemas(t *testing.T) {
 	a := Agent(AgentSpec[review, map[string]bool, struct{}]{ID: "typed", Template: testBox,
-		Turn: func(ctx context.Context, t *Turn[review], ac *AgentContext[struct{}]) (map[string]bool, error) { return nil, nil }})
+		Turn: func(ctx context.Context, t *Turn[review], ac *AgentContext[struct{}]) (map[string]bool, error) {
+			return nil, nil
+		}})
 	m := a.manifest()
 	if m.InputKind != "json" || !strings.Contains(string(m.InputSchema), `"issue"`) {
 		t.Fatalf("manifest %+v", m)
