@@ -92,7 +92,7 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		l = &supervisor.ExecLauncher{Dir: cfg.DataDir}
 	}
 	cp.Supervisor = supervisor.New(cp.Engine, l, supervisor.Options{SocketPath: cp.SocketPath, Logger: cfg.Logger})
-	cp.Server = server.New(cp.Engine, server.Options{Logger: cfg.Logger, DeploymentsDir: filepath.Join(cfg.DataDir, "deployments")})
+	cp.Server = server.New(cp.Engine, server.Options{Logger: cfg.Logger, DeploymentsDir: filepath.Join(cfg.DataDir, "deployments"), Ready: cp.ready})
 	cp.protoLn, err = net.Listen("unix", cp.SocketPath)
 	if err != nil {
 		cp.closeStore()
@@ -107,6 +107,19 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		return nil, err
 	}
 	return cp, nil
+}
+
+// ready reports whether the store answers reads.
+func (cp *ControlPlane) ready() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return cp.Store.View(ctx, func(tx store.Tx) error {
+		_, err := tx.GetMeta(ctx, "current_deployment")
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		return err
+	})
 }
 
 // DeploymentsDir is where agent binaries are kept.

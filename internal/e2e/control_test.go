@@ -305,3 +305,27 @@ func TestEventsPagedAndStreamedWithResume(t *testing.T) {
 		t.Fatal("no live record")
 	}
 }
+
+func TestHealthAndReadiness(t *testing.T) {
+	p := startPlane(t, "")
+	for _, path := range []string{"/healthz", "/readyz"} {
+		resp, err := http.Get(p.url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d", path, resp.StatusCode)
+		}
+	}
+	var d helmrtype.Deployment
+	p.must("GET", "/v1/deployments/current", nil, &d)
+	if !d.Current || len(d.Agents) != 6 || d.Manifest.Version != helmrtype.ManifestVersion {
+		t.Fatalf("current deployment %+v", d)
+	}
+	var page helmrtype.DeploymentPage
+	p.must("GET", "/v1/deployments", nil, &page)
+	if len(page.Deployments) != 1 || page.Deployments[0].ID != d.ID {
+		t.Fatalf("deployments %+v", page)
+	}
+}
