@@ -16,6 +16,9 @@ type tx struct {
 	ctx      context.Context
 	readOnly bool
 	q        querier
+	// seqs caches Sessions' last event sequences in write transactions;
+	// nil in reads.
+	seqs *seqCache
 }
 
 func micros(t time.Time) int64 { return t.UnixMicro() }
@@ -468,8 +471,12 @@ func (t *tx) AppendEvent(ctx context.Context, e *store.Event) error {
 	if data == nil {
 		data = json.RawMessage("{}")
 	}
-	return t.exec(ctx, `INSERT INTO events(session_id, sequence, turn_id, kind, data, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-		id(e.SessionID), e.Sequence, id(e.TurnID), e.Kind, []byte(data), micros(e.CreatedAt))
+	if err := t.exec(ctx, `INSERT INTO events(session_id, sequence, turn_id, kind, data, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+		id(e.SessionID), e.Sequence, id(e.TurnID), e.Kind, []byte(data), micros(e.CreatedAt)); err != nil {
+		return err
+	}
+	t.seqs.set(e.SessionID, e.Sequence)
+	return nil
 }
 
 func (t *tx) ListEvents(ctx context.Context, sessionID string, after int64, limit int) ([]store.Event, error) {
@@ -494,8 +501,14 @@ func (t *tx) ListEvents(ctx context.Context, sessionID string, after int64, limi
 }
 
 func (t *tx) LastEventSequence(ctx context.Context, sessionID string) (int64, error) {
+	if n, ok := t.seqs.get(sessionID); ok {
+		return n, nil
+	}
 	var n int64
 	err := t.one(ctx, `SELECT COALESCE(MAX(sequence), 0) FROM events WHERE session_id = ?`, []any{id(sessionID)}, &n)
+	if err == nil {
+		t.seqs.set(sessionID, n)
+	}
 	return n, err
 }
 
