@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/helmr-go/helmr/internal/engine"
@@ -47,6 +48,7 @@ type ControlPlane struct {
 	SocketPath string
 
 	cfg      Config
+	lock     *os.File
 	log      *slog.Logger
 	sockDir  string
 	protoLn  net.Listener
@@ -74,8 +76,13 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		}
 		dbPath = p
 	}
+	lock, err := lockDir(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
 	st, err := sqlitestore.Open(ctx, dbPath, sqlitestore.Options{Synchronous: cfg.Synchronous, Logger: cfg.Logger})
 	if err != nil {
+		lock.Close()
 		return nil, err
 	}
 	// Unix socket paths are short (108 bytes): keep the socket in a short
@@ -83,9 +90,10 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	sockDir, err := os.MkdirTemp("", "helmr-")
 	if err != nil {
 		st.Close()
+		lock.Close()
 		return nil, err
 	}
-	cp := &ControlPlane{Store: st, cfg: cfg, log: cfg.Logger, sockDir: sockDir, SocketPath: filepath.Join(sockDir, "session.sock")}
+	cp := &ControlPlane{Store: st, lock: lock, cfg: cfg, log: cfg.Logger, sockDir: sockDir, SocketPath: filepath.Join(sockDir, "session.sock")}
 	cp.Engine = engine.New(st, engine.Options{Clock: cfg.Clock, Logger: cfg.Logger})
 	l := cfg.Launcher
 	if l == nil {
@@ -161,5 +169,20 @@ func (cp *ControlPlane) Close(ctx context.Context) error {
 func (cp *ControlPlane) closeStore() error {
 	err := cp.Store.Close()
 	os.RemoveAll(cp.sockDir)
+	cp.lock.Close()
 	return err
+}
+
+// lockDir takes an exclusive lock on DataDir/lock: one control plane per
+// data directory, since the embedded store has a single writer.
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("controlplane: %s is in use by another helmr (lock: %v)", dir, err)
+	}
+	return f, nil
 }
