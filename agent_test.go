@@ -133,3 +133,24 @@ func TestHumanContent(t *testing.T) {
 		t.Fatal("IsMessageRejected")
 	}
 }
+
+func TestNilMapAndPointerResultsValidate(t *testing.T) {
+	ctx := context.Background()
+	m, err := SchemaFor[map[string]int]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Validate(ctx, json.RawMessage(`null`)); err != nil {
+		t.Fatalf("nil map: %v", err)
+	}
+	if _, err := m.Validate(ctx, json.RawMessage(`{"a":"x"}`)); err == nil {
+		t.Fatal("map of int took a string")
+	}
+	p, _ := SchemaFor[*review]()
+	if _, err := p.Validate(ctx, json.RawMessage(`null`)); err != nil {
+		t.Fatalf("nil pointer: %v", err)
+	}
+	if _, err := p.Validate(ctx, json.RawMessage(`{"issue":"x"}`)); err == nil {
+		t.Fatal("pointer to struct took a bad field")
+	}
+}

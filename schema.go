@@ -29,6 +29,11 @@ func SchemaFor[T any]() (Validator[T], error) {
 	if err != nil {
 		return nil, err
 	}
+	// Go encodes a nil map or pointer as null; the schema allows what the
+	// type can encode (slices already include null).
+	if (t.Kind() == reflect.Map || t.Kind() == reflect.Pointer) && s.Type != "" {
+		s.Types, s.Type = []string{"null", s.Type}, ""
+	}
 	raw, err := json.Marshal(s)
 	if err != nil {
 		return nil, err

@@ -46,7 +46,7 @@ func toContent(v any) (Content, error) {
 			return Content{}, nil
 		}
 		if err := c.Check(); err != nil {
-			return nil, &helmrtype.Error{Code: helmrtype.CodeLimitExceeded, Message: err.Error()}
+			return nil, err
 		}
 		return c, nil
 	case []ContentPart:

@@ -149,21 +149,23 @@ func (c Content) EncodedSize() int {
 	return len(b)
 }
 
-// Check reports whether c fits one Content value's limits.
+// Check reports whether c is valid Content within one value's limits: a
+// part of another type or an invalid JSON value is output_invalid, too many
+// parts or bytes is limit_exceeded.
 func (c Content) Check() error {
 	if len(c) > MaxContentParts {
-		return fmt.Errorf("content has %d parts; the limit is %d", len(c), MaxContentParts)
+		return Errorf(CodeLimitExceeded, "content has %d parts; the limit is %d", len(c), MaxContentParts)
 	}
 	for i, p := range c {
 		if p.Type != PartText && p.Type != PartJSON {
-			return fmt.Errorf("part %d: type must be \"text\" or \"json\", not %q", i, p.Type)
+			return Errorf(CodeOutputInvalid, "part %d: type must be \"text\" or \"json\", not %q", i, p.Type)
 		}
 		if p.Type == PartJSON && len(p.Value) > 0 && !json.Valid(p.Value) {
-			return fmt.Errorf("part %d: value is not valid JSON", i)
+			return Errorf(CodeOutputInvalid, "part %d: value is not valid JSON", i)
 		}
 	}
 	if n := c.EncodedSize(); n > MaxContentBytes {
-		return fmt.Errorf("content is %d bytes of JSON; the limit is %d", n, MaxContentBytes)
+		return Errorf(CodeLimitExceeded, "content is %d bytes of JSON; the limit is %d", n, MaxContentBytes)
 	}
 	return nil
 }

@@ -101,7 +101,7 @@ type TurnState struct {
 	StartedAt        *time.Time      `json:"started_at,omitempty"`
 	TerminalAt       *time.Time      `json:"terminal_at,omitempty"`
 	Result           json.RawMessage `json:"result,omitempty"`
-	Response         Content         `json:"response,omitempty"`
+	Response         Content         `json:"response,omitzero"`
 	Error            *TurnError      `json:"error,omitempty"`
 	PayloadExpiredAt *time.Time      `json:"payload_expired_at,omitempty"`
 }
@@ -110,7 +110,7 @@ type TurnState struct {
 type TurnOutcome struct {
 	Status           string          `json:"status"`
 	Result           json.RawMessage `json:"result,omitempty"`
-	Response         Content         `json:"response,omitempty"`
+	Response         Content         `json:"response,omitzero"`
 	Error            *TurnError      `json:"error,omitempty"`
 	PayloadExpiredAt *time.Time      `json:"payload_expired_at,omitempty"`
 }

@@ -185,3 +185,69 @@ func TestOutputPipeAndContext(t *testing.T) {
 		t.Fatalf("piped output %q", parts)
 	}
 }
+
+func TestConcurrentOutputAndEmptyContent(t *testing.T) {
+	p := startPlane(t, "")
+	r := p.create("echo", text("concurrent"))
+	o := p.wait(r.Session.ID, r.Turn.ID)
+	var res struct{ Seqs []int64 }
+	json.Unmarshal(o.Result, &res)
+	seen := map[int64]bool{}
+	for _, s := range res.Seqs {
+		if s == 0 || seen[s] {
+			t.Fatalf("output receipts %v: each write needs its own sequence", res.Seqs)
+		}
+		seen[s] = true
+	}
+	n := 0
+	for _, e := range p.events(r.Session.ID) {
+		if e.Kind == "turn.output" {
+			n++
+			if !seen[e.Sequence] {
+				t.Fatalf("output record %d has no receipt", e.Sequence)
+			}
+		}
+	}
+	if o.Status != "completed" || n != 10 {
+		t.Fatalf("%s with %d output records, want 10", o.Status, n)
+	}
+
+	// An explicit empty response stays distinct from none.
+	var ts helmrtype.TurnState
+	p.must("POST", "/v1/sessions/"+r.Session.ID+"/turns", helmrtype.EnqueueRequest{Input: text("empty")}, &ts)
+	p.wait(r.Session.ID, ts.ID)
+	var raw map[string]json.RawMessage
+	p.must("GET", "/v1/sessions/"+r.Session.ID+"/turns/"+ts.ID, nil, &raw)
+	if string(raw["response"]) != "[]" {
+		t.Fatalf("explicit empty response: %s in %v", raw["response"], raw)
+	}
+	events := p.events(r.Session.ID)
+	for _, e := range events {
+		if e.Kind == "turn.output" && *e.TurnID == ts.ID && string(e.Data) != `{"content":[]}` {
+			t.Fatalf("empty output record: %s", e.Data)
+		}
+	}
+	var first map[string]json.RawMessage
+	p.must("GET", "/v1/sessions/"+r.Session.ID+"/turns/"+r.Turn.ID, nil, &first)
+	if _, ok := first["response"]; ok {
+		t.Fatalf("a turn that staged no response shows one: %s", first["response"])
+	}
+}
+
+func TestInitFailureFailsEachTurnOnce(t *testing.T) {
+	p := startPlane(t, "")
+	r := p.create("badinit", text("one"))
+	var more []helmrtype.TurnState
+	for _, in := range []string{"two", "three"} {
+		var ts helmrtype.TurnState
+		p.must("POST", "/v1/sessions/"+r.Session.ID+"/turns", helmrtype.EnqueueRequest{Input: text(in)}, &ts)
+		more = append(more, ts)
+	}
+	for _, id := range []string{r.Turn.ID, more[0].ID, more[1].ID} {
+		o := p.wait(r.Session.ID, id)
+		if o.Status != "failed" || !strings.Contains(o.Error.Message, "no credentials for the model") {
+			t.Fatalf("turn %s: %+v", id, o.Error)
+		}
+	}
+	p.waitEvent(r.Session.ID, "session.process_failed")
+}

@@ -1,7 +1,12 @@
 package e2e
 
 import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/helmr-go/helmr/helmrtype"
@@ -64,4 +69,55 @@ func TestCrashingProcessFailsTurn(t *testing.T) {
 	if o.Status != "completed" || o.Response.PlainText() != "after the crash" {
 		t.Fatalf("turn after crash: %+v", o)
 	}
+}
+
+// sessionPID finds the session process of the Session's Computer by the
+// HOME its launcher sets.
+func sessionPID(t *testing.T, p *plane, sessionID string) int {
+	t.Helper()
+	var s helmrtype.Session
+	p.must("GET", "/v1/sessions/"+sessionID, nil, &s)
+	if s.ComputerID == nil {
+		t.Fatal("session has no computer")
+	}
+	want := "HOME=" + filepath.Join(p.dataDir, "computers", *s.ComputerID, "workspace")
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err == nil && slices.Contains(strings.Split(string(env), "\x00"), want) {
+			return pid
+		}
+	}
+	t.Fatalf("no process with %s", want)
+	return 0
+}
+
+func TestSIGTERMDrainsTheRunningTurn(t *testing.T) {
+	p := startPlane(t, "")
+	r := p.create("slow", text("x"))
+	p.waitEvent(r.Session.ID, "turn.output")
+	if err := syscall.Kill(sessionPID(t, p, r.Session.ID), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	o := p.wait(r.Session.ID, r.Turn.ID)
+	if o.Status != "interrupted" || o.Error == nil || o.Error.Code != helmrtype.CodeInterrupted {
+		t.Fatalf("turn after SIGTERM: %+v", o)
+	}
+	found := false
+	for _, e := range p.events(r.Session.ID) {
+		if e.Kind == "turn.output" && strings.Contains(string(e.Data), "cleanup ran") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal("OnCancel did not run on SIGTERM")
+	}
+	// The Session goes on with a new process.
+	var ts helmrtype.TurnState
+	p.must("POST", "/v1/sessions/"+r.Session.ID+"/turns", helmrtype.EnqueueRequest{Input: text("y")}, &ts)
+	p.waitEvent(r.Session.ID, "session.process_failed")
 }

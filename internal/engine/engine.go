@@ -5,6 +5,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -191,7 +192,9 @@ func (e *Engine) appendEvent(ctx context.Context, tx store.Tx, sessionID, turnID
 func digest(v any) string {
 	b, _ := json.Marshal(v)
 	var anyv any
-	if json.Unmarshal(b, &anyv) == nil {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber() // numbers keep their digits: 2^53+1 differs from 2^53
+	if dec.Decode(&anyv) == nil {
 		b, _ = json.Marshal(anyv) // maps marshal with sorted keys: canonical
 	}
 	sum := sha256.Sum256(b)

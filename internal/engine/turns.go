@@ -116,8 +116,14 @@ func (e *Engine) runningTurnTx(ctx context.Context, tx store.Tx, sessionID, turn
 // output record's event sequence. op numbers the process's operations on the
 // Turn; a repeated op is recognised and not applied twice (dup is true).
 func (e *Engine) AppendOutput(ctx context.Context, sessionID, turnID string, op int64, content helmrtype.Content) (seq int64, dup bool, err error) {
+	if op < 1 {
+		return 0, false, invalid("output: op must be a positive number, one more than the Turn's previous operation")
+	}
+	if content == nil {
+		content = helmrtype.Content{}
+	}
 	if err := content.Check(); err != nil {
-		return 0, false, &helmrtype.Error{Code: helmrtype.CodeLimitExceeded, Message: "output: " + err.Error()}
+		return 0, false, err
 	}
 	raw, err := json.Marshal(map[string]any{"content": content})
 	if err != nil {
@@ -283,8 +289,9 @@ func (e *Engine) settleTx(ctx context.Context, tx store.Tx, t *store.Turn, st Se
 }
 
 // FailRunningTurn settles the Session's running Turn, if any, when its
-// process is gone, and records the process's end.
-func (e *Engine) FailRunningTurn(ctx context.Context, sessionID string, code helmrtype.Code, message string) error {
+// process is gone, and records the process's end. status is failed, or
+// interrupted for a Turn whose cancellation did not drain.
+func (e *Engine) FailRunningTurn(ctx context.Context, sessionID, status string, code helmrtype.Code, message string) error {
 	var settled *helmrtype.TurnState
 	err := e.store.Update(ctx, func(tx store.Tx) error {
 		settled = nil
@@ -299,7 +306,7 @@ func (e *Engine) FailRunningTurn(ctx context.Context, sessionID string, code hel
 		if err != nil {
 			return err
 		}
-		_, err = e.settleTx(ctx, tx, t, Settlement{Status: helmrtype.TurnFailed, Error: &helmrtype.TurnError{Code: code, Message: message}})
+		_, err = e.settleTx(ctx, tx, t, Settlement{Status: status, Error: &helmrtype.TurnError{Code: code, Message: message}})
 		ts := turnState(t)
 		settled = &ts
 		return err

@@ -74,7 +74,7 @@ type Msg struct {
 	// cancel, message.reject
 	Reason string `json:"reason,omitempty"`
 	// output
-	Content helmrtype.Content `json:"content,omitempty"`
+	Content helmrtype.Content `json:"content,omitzero"`
 	// message.accept, message.reject
 	MessageID string `json:"message_id,omitempty"`
 	// turn.settle

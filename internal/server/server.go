@@ -282,8 +282,8 @@ func parseWait(v string) (time.Duration, error) {
 	if ms, err := strconv.ParseInt(v, 10, 64); err == nil && ms >= 0 {
 		return time.Duration(ms) * time.Millisecond, nil
 	}
-	if v == "0s" || v == "0" {
-		return 0, nil
+	if strings.Trim(strings.TrimRight(v, "mshd"), "0") == "" {
+		return 0, nil // "0", "0s", "0ms", …
 	}
 	d, err := helmrtype.ParseDuration(v)
 	if err != nil {

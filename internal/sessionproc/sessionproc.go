@@ -110,13 +110,19 @@ func Serve(ctx context.Context, ws *websocket.Conn, agentID string, agents []Age
 		c.agents[a.AgentID()] = a
 	}
 	defer ws.CloseNow()
-	procCtx, shutdown := context.WithCancelCause(ctx)
+	// The connection outlives ctx: when ctx ends (SIGTERM), the process
+	// drains like a shutdown from the server, settling its running Turn
+	// before it closes the connection.
+	conn := context.WithoutCancel(ctx)
+	procCtx, shutdown := context.WithCancelCause(conn)
 	defer shutdown(nil)
+	stop := context.AfterFunc(ctx, func() { shutdown(ErrShutdown) })
+	defer stop()
 
-	if err := c.write(ctx, &protocol.Msg{Type: protocol.TypeHello, Protocol: protocol.Version, PID: os.Getpid()}); err != nil {
+	if err := c.write(conn, &protocol.Msg{Type: protocol.TypeHello, Protocol: protocol.Version, PID: os.Getpid()}); err != nil {
 		return err
 	}
-	m, err := c.read(ctx)
+	m, err := c.read(conn)
 	if err != nil {
 		return err
 	}
@@ -129,7 +135,7 @@ func Serve(ctx context.Context, ws *websocket.Conn, agentID string, agents []Age
 	}
 	agent, ok := c.agents[agentID]
 	if !ok {
-		c.write(ctx, &protocol.Msg{Type: protocol.TypeInitFailed, Error: helmrtype.Errorf(helmrtype.CodeNotFound, "this binary has no agent %q", agentID)})
+		c.write(conn, &protocol.Msg{Type: protocol.TypeInitFailed, Error: helmrtype.Errorf(helmrtype.CodeNotFound, "this binary has no agent %q", agentID)})
 		return fmt.Errorf("no agent %q", agentID)
 	}
 	info := &Info{SessionID: w.SessionID, SessionKey: w.SessionKey, ParentID: w.ParentID, ComputerID: w.ComputerID,
@@ -140,7 +146,7 @@ func Serve(ctx context.Context, ws *websocket.Conn, agentID string, agents []Age
 	readErr := make(chan error, 1)
 	go func() {
 		for {
-			m, err := c.read(ctx)
+			m, err := c.read(conn)
 			if err != nil {
 				readErr <- err
 				close(c.closed)
@@ -160,10 +166,10 @@ func Serve(ctx context.Context, ws *websocket.Conn, agentID string, agents []Age
 
 	initResult, err := safeInit(procCtx, agent, info)
 	if err != nil {
-		c.write(ctx, &protocol.Msg{Type: protocol.TypeInitFailed, Error: asError(err, helmrtype.CodeHandlerFailed)})
+		c.write(conn, &protocol.Msg{Type: protocol.TypeInitFailed, Error: asError(err, helmrtype.CodeHandlerFailed)})
 		return fmt.Errorf("init: %w", err)
 	}
-	if err := c.write(ctx, &protocol.Msg{Type: protocol.TypeReady}); err != nil {
+	if err := c.write(conn, &protocol.Msg{Type: protocol.TypeReady}); err != nil {
 		return err
 	}
 	var running sync.WaitGroup
@@ -175,6 +181,13 @@ func Serve(ctx context.Context, ws *websocket.Conn, agentID string, agents []Age
 		select {
 		case <-unusable:
 			return ErrUnusable
+		case <-procCtx.Done():
+			// Shutdown (from the server or a signal): cancel the running
+			// Turn, let it settle, then close.
+			c.cancelTurn(ErrShutdown)
+			running.Wait()
+			ws.Close(websocket.StatusNormalClosure, "shutdown")
+			return nil
 		case m, ok = <-msgs:
 			if !ok {
 				c.cancelTurn(ErrShutdown)
@@ -291,20 +304,27 @@ func (c *Conn) deliverAck(m *protocol.Msg) {
 	}
 }
 
-// call sends an operation and waits for its ack. Operations are applied by
-// the server even if ctx ends first; ctx bounds only the wait.
-func (c *Conn) call(ctx context.Context, m *protocol.Msg) (*protocol.Msg, error) {
+// send registers an operation for its ack and writes it.
+func (c *Conn) send(ctx context.Context, m *protocol.Msg) (chan *protocol.Msg, error) {
 	ch := make(chan *protocol.Msg, 1)
 	k := ackKey(m.TurnID, m.Op)
 	c.mu.Lock()
 	c.pending[k] = ch
 	c.mu.Unlock()
+	// The write is not abandoned midway: a half-written frame would break
+	// the connection.
 	if err := c.write(context.WithoutCancel(ctx), m); err != nil {
 		c.mu.Lock()
 		delete(c.pending, k)
 		c.mu.Unlock()
 		return nil, err
 	}
+	return ch, nil
+}
+
+// await waits for an operation's ack. The server applies an operation even
+// if ctx ends first; ctx bounds only the wait.
+func (c *Conn) await(ctx context.Context, ch chan *protocol.Msg) (*protocol.Msg, error) {
 	wait := ctx
 	if ctx.Err() != nil {
 		// Cleanup work (OnCancel callbacks) runs with a cancelled Turn ctx;

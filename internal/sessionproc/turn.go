@@ -30,6 +30,7 @@ type Turn struct {
 	ctx  context.Context
 	end  context.CancelCauseFunc
 	ops  atomic.Int64
+	opMu sync.Mutex
 
 	mu         sync.Mutex
 	cancelled  bool
@@ -71,7 +72,20 @@ func (t *Turn) Info() *Info { return t.info }
 // Context is the Turn's signal: it ends on interrupt, deadline, shutdown or failure.
 func (t *Turn) Context() context.Context { return t.ctx }
 
-func (t *Turn) nextOp() int64 { return t.ops.Add(1) }
+// call numbers an operation of this Turn and sends it, then waits for its
+// ack. Numbering and sending happen under one lock, so operations reach the
+// server in op order even when goroutines of the handler write at once (the
+// server applies an op only if it is above the last one applied).
+func (t *Turn) call(ctx context.Context, m *protocol.Msg) (*protocol.Msg, error) {
+	t.opMu.Lock()
+	m.TurnID, m.Op = t.ID, t.ops.Add(1)
+	ch, err := t.c.send(ctx, m)
+	t.opMu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return t.c.await(ctx, ch)
+}
 
 // cancel ends the Turn's ctx and starts its cancellation callbacks.
 func (t *Turn) cancel(cause error) {
@@ -129,7 +143,7 @@ func (t *Turn) startCancellation(reason error) {
 // Output appends content to the Turn's output and returns its sequence.
 func (t *Turn) Output(ctx context.Context, content helmrtype.Content) (int64, error) {
 	if err := content.Check(); err != nil {
-		return 0, &helmrtype.Error{Code: helmrtype.CodeLimitExceeded, Message: "output: " + err.Error()}
+		return 0, err
 	}
 	size := int64(content.EncodedSize())
 	t.mu.Lock()
@@ -139,7 +153,7 @@ func (t *Turn) Output(ctx context.Context, content helmrtype.Content) (int64, er
 	}
 	t.outputUsed += size
 	t.mu.Unlock()
-	a, err := t.c.call(ctx, &protocol.Msg{Type: protocol.TypeOutput, TurnID: t.ID, Op: t.nextOp(), Content: content})
+	a, err := t.call(ctx, &protocol.Msg{Type: protocol.TypeOutput, Content: content})
 	if err != nil {
 		t.mu.Lock()
 		t.outputUsed -= size
@@ -233,12 +247,12 @@ func (t *Turn) pumpMessages() {
 		var r Rejecter
 		switch {
 		case err == nil:
-			t.c.call(t.ctx, &protocol.Msg{Type: protocol.TypeMessageAccept, TurnID: t.ID, Op: t.nextOp(), MessageID: m.ID})
+			t.call(t.ctx, &protocol.Msg{Type: protocol.TypeMessageAccept, MessageID: m.ID})
 		case errors.As(err, &r) && r.RejectsMessage():
-			t.c.call(t.ctx, &protocol.Msg{Type: protocol.TypeMessageReject, TurnID: t.ID, Op: t.nextOp(), MessageID: m.ID,
+			t.call(t.ctx, &protocol.Msg{Type: protocol.TypeMessageReject, MessageID: m.ID,
 				Reason: string(helmrtype.CodeMessageRejected), Error: &helmrtype.Error{Code: helmrtype.CodeMessageRejected, Message: err.Error()}})
 		default:
-			t.c.call(t.ctx, &protocol.Msg{Type: protocol.TypeMessageReject, TurnID: t.ID, Op: t.nextOp(), MessageID: m.ID,
+			t.call(t.ctx, &protocol.Msg{Type: protocol.TypeMessageReject, MessageID: m.ID,
 				Reason: string(helmrtype.CodeCallbackFailed), Error: &helmrtype.Error{Code: helmrtype.CodeCallbackFailed, Message: err.Error()}})
 			t.end(&helmrtype.Error{Code: helmrtype.CodeCallbackFailed, Message: "a message handler failed: " + err.Error()})
 			return
@@ -351,13 +365,13 @@ func (t *Turn) close() {
 }
 
 func (c *Conn) settle(t *Turn, status string, result json.RawMessage, terr *helmrtype.Error) error {
-	m := &protocol.Msg{Type: protocol.TypeSettle, TurnID: t.ID, Op: t.nextOp(), Status: status, Result: result, Error: terr}
+	m := &protocol.Msg{Type: protocol.TypeSettle, Status: status, Result: result, Error: terr}
 	if status == helmrtype.TurnCompleted {
 		t.mu.Lock()
 		m.Response = t.response
 		t.mu.Unlock()
 	}
-	_, err := c.call(context.Background(), m)
+	_, err := t.call(context.Background(), m)
 	t.end(nil)
 	return err
 }

@@ -89,8 +89,9 @@ type proc struct {
 	recheck   bool   // work may have arrived while a dispatch was in flight
 	killTimer *time.Timer
 	deadline  *time.Timer
-	expected  bool // the process was asked to stop
-	killed    bool // kill was asked, maybe before the process existed
+	expected  bool   // the process was asked to stop
+	killed    bool   // kill was asked, maybe before the process existed
+	initError string // init failed with this message
 }
 
 // kill ends the process now, or as soon as it exists.
@@ -235,7 +236,9 @@ func (s *Supervisor) exited(p *proc) {
 	wasReady := p.state == stateReady || p.state == stateStopping
 	p.state = stateDead
 	running := p.running
+	cancelled := p.cancelled
 	expected := p.expected
+	initError := p.initError
 	p.stopTimers()
 	conn := p.conn
 	p.mu.Unlock()
@@ -251,19 +254,30 @@ func (s *Supervisor) exited(p *proc) {
 	switch {
 	case s.isClosing() && running == "":
 		// Shutting down: queued work stays queued for the next start.
+	case initError != "":
+		// init failed: the Turn that would have run failed with its error;
+		// the next queued Turn gets a new process, which runs init again.
+		s.eng.FailRunningTurn(ctx, p.sessionID, helmrtype.TurnFailed, helmrtype.CodeHandlerFailed, initError)
+		s.relaunchIfWork(p.sessionID)
 	case expected && running == "":
 		s.eng.ProcessStopped(ctx, p.sessionID, "stopped")
 	case !wasReady:
 		s.log.Warn("session process ended before it was ready", "session", p.sessionID, "why", why)
-		s.eng.FailRunningTurn(ctx, p.sessionID, helmrtype.CodeProcessExited, why+" before it was ready")
+		s.eng.FailRunningTurn(ctx, p.sessionID, helmrtype.TurnFailed, helmrtype.CodeProcessExited, why+" before it was ready")
 		s.failNext(p.sessionID, why+" before it was ready")
 	default:
-		msg := why
-		if running != "" {
+		status, code, msg := helmrtype.TurnFailed, helmrtype.CodeProcessExited, why
+		switch {
+		case running != "" && cancelled:
+			// A cancelled Turn that did not drain in time: its process was
+			// ended, and the Turn is interrupted.
+			status, code = helmrtype.TurnInterrupted, helmrtype.CodeCleanupFailed
+			msg = "the turn did not drain within the cleanup period; " + why
+		case running != "":
 			msg = why + " while the turn ran"
 		}
 		s.log.Warn("session process ended", "session", p.sessionID, "why", why)
-		s.eng.FailRunningTurn(ctx, p.sessionID, helmrtype.CodeProcessExited, msg)
+		s.eng.FailRunningTurn(ctx, p.sessionID, status, code, msg)
 		if !s.isClosing() {
 			s.relaunchIfWork(p.sessionID)
 		}
@@ -422,7 +436,7 @@ func (s *Supervisor) handle(ctx context.Context, p *proc, m *protocol.Msg) {
 			msg = "init failed: " + m.Error.Message
 		}
 		p.mu.Lock()
-		p.expected = true
+		p.initError = msg
 		p.mu.Unlock()
 		s.failNextInit(p, msg)
 	case protocol.TypeOutput:
@@ -440,9 +454,11 @@ func (s *Supervisor) handle(ctx context.Context, p *proc, m *protocol.Msg) {
 		s.ack(p, m, 0, err)
 	case protocol.TypeSettle:
 		// Settle and start the next queued Turn in one transaction when
-		// this process is ready to run it.
+		// this process is ready to run it. A Turn whose cleanup failed
+		// retires its process: the SDK exits after settling.
+		retire := m.Error != nil && m.Error.Code == helmrtype.CodeCleanupFailed
 		p.mu.Lock()
-		mine := p.running == m.TurnID && p.state == stateReady
+		mine := p.running == m.TurnID && p.state == stateReady && !retire
 		if p.running == m.TurnID {
 			p.stopTimers()
 			p.cancelled = false
@@ -451,13 +467,23 @@ func (s *Supervisor) handle(ctx context.Context, p *proc, m *protocol.Msg) {
 				p.running = "-"
 			}
 		}
+		if retire && p.state == stateReady {
+			p.state = stateStopping
+		}
 		p.mu.Unlock()
 		next, msgs, err := s.eng.SettleTurn(ctx, p.sessionID, m.TurnID, m.Op, engine.Settlement{Status: m.Status,
 			Result: m.Result, Response: m.Response, Error: turnError(m.Error)}, mine)
 		s.ack(p, m, 0, err)
+		if err != nil {
+			// The Turn is still running in the store while the process
+			// believes it settled: end the process, whose exit settles it.
+			s.log.Error("settle turn", "session", p.sessionID, "turn", m.TurnID, "err", err)
+			p.kill()
+			return
+		}
 		if mine {
-			s.started(p, next, msgs, err)
-		} else {
+			s.started(p, next, msgs, nil)
+		} else if !retire {
 			s.dispatch(p)
 		}
 	default:

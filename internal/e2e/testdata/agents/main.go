@@ -9,6 +9,7 @@ import (
 	"iter"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/helmr-go/helmr"
@@ -30,6 +31,28 @@ var echo = helmr.Agent(helmr.AgentSpec[text, map[string]any, struct{}]{ID: "echo
 			return nil, errors.New("boom: the handler failed")
 		case "panic":
 			panic("kaboom")
+		case "empty":
+			if _, err := t.Output.Write(ctx, helmr.Content{}); err != nil {
+				return nil, err
+			}
+			return nil, t.Respond(ctx, helmr.Content{})
+		case "concurrent":
+			var wg sync.WaitGroup
+			seqs := make([]int64, 10)
+			errs := make([]error, 10)
+			for i := range seqs {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					r, err := t.Output.Write(ctx, fmt.Sprintf("w%d ", i))
+					seqs[i], errs[i] = r.Sequence, err
+				}()
+			}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				return nil, err
+			}
+			return map[string]any{"seqs": seqs}, nil
 		case "pipe":
 			seq := func(yield func(string) bool) {
 				for _, s := range []string{"a", "b", "c"} {
@@ -193,4 +216,13 @@ var deadline = helmr.Agent(helmr.AgentSpec[text, any, struct{}]{ID: "deadline", 
 		return nil, ctx.Err()
 	}})
 
-func main() { helmr.Main(echo, typed, limits, chat, slow, deadline) }
+// badinit's init always fails.
+var badinit = helmr.Agent(helmr.AgentSpec[text, any, struct{}]{ID: "badinit", Template: box,
+	Init: func(ctx context.Context, ic *helmr.InitContext) (struct{}, error) {
+		return struct{}{}, errors.New("no credentials for the model")
+	},
+	Turn: func(ctx context.Context, t *helmr.Turn[text], ac *helmr.AgentContext[struct{}]) (any, error) {
+		return nil, nil
+	}})
+
+func main() { helmr.Main(echo, typed, limits, chat, slow, deadline, badinit) }
