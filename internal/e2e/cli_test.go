@@ -169,7 +169,7 @@ func TestHelmrDevQuickstart(t *testing.T) {
 		t.Fatalf("outcome %+v", rec.Outcome)
 	}
 	out, _, code = s.cli(t, "session", "events", rec.Session.ID, "--jsonl")
-	if code != 0 || strings.Count(out, "\n") < 5 || !strings.Contains(out, "Review of issue 42 started") {
+	if code != 0 || strings.Count(out, "\n") != 4 || !strings.Contains(out, "Review of issue 42 started") {
 		t.Fatalf("events: %d %s", code, out)
 	}
 	if _, _, code := s.cli(t, "session", "get", "00000000-0000-7000-8000-000000000000"); code != 3 {

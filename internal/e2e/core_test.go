@@ -43,7 +43,7 @@ func TestCreateWithAndWithoutInput(t *testing.T) {
 			out.WriteString(d.Content.PlainText())
 		}
 	}
-	want := "session.created turn.queued turn.running turn.output turn.output turn.completed"
+	want := "turn.queued turn.running turn.output turn.output turn.completed"
 	if strings.Join(kinds, " ") != want {
 		t.Fatalf("events %v, want %s", kinds, want)
 	}

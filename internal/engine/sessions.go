@@ -106,9 +106,6 @@ func (e *Engine) CreateSession(ctx context.Context, req helmrtype.SessionCreateR
 				}
 				return nil, err
 			}
-			if _, err := e.appendEvent(ctx, tx, id, "", helmrtype.EventSessionCreated, map[string]any{"agent": a.ID, "deployment_id": dep.row.ID}, now); err != nil {
-				return nil, err
-			}
 			out := &helmrtype.SessionCreateReceipt{}
 			if turn != nil {
 				if err := e.admitTurn(ctx, tx, turn, input, caller, now); err != nil {
