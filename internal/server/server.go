@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -376,6 +375,15 @@ func (s *Server) getDeployment(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// uploadError reports a failed upload read: too large is 413.
+func uploadError(err error) error {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return helmrtype.Errorf(helmrtype.CodeLimitExceeded, "the upload is larger than %d bytes", int64(maxBinary))
+	}
+	return helmrtype.Errorf(helmrtype.CodeInvalidRequest, "reading the upload: %v", err)
+}
+
 // createDeployment takes a multipart upload with the agent binary in the
 // part "binary". The manifest is read from the binary itself; a "manifest"
 // part, when sent, must agree with it.
@@ -396,12 +404,12 @@ func (s *Server) createDeployment(w http.ResponseWriter, r *http.Request) error 
 			break
 		}
 		if err != nil {
-			return helmrtype.Errorf(helmrtype.CodeInvalidRequest, "reading the upload: %v", err)
+			return uploadError(err)
 		}
 		switch part.FormName() {
 		case "binary":
 			if digest, path, err = deploy.Store(s.opts.DeploymentsDir, part); err != nil {
-				return fmt.Errorf("store binary: %w", err)
+				return uploadError(err)
 			}
 		case "manifest":
 			var m helmrtype.Manifest
