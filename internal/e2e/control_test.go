@@ -185,6 +185,8 @@ func TestBadRequests(t *testing.T) {
 		{"POST", "/v1/sessions", `{"agent":"echo","input":[{"type":"json","value":1}]}`, helmrtype.CodeInputInvalid, 400},
 		{"GET", "/v1/sessions/00000000-0000-0000-0000-000000000000", ``, helmrtype.CodeNotFound, 404},
 		{"GET", "/v1/sessions?limit=1000", ``, helmrtype.CodeInvalidRequest, 400},
+		{"GET", "/v1/sessions?limit=0", ``, helmrtype.CodeInvalidRequest, 400},
+		{"GET", "/v1/sessions?limit=x", ``, helmrtype.CodeInvalidRequest, 400},
 		{"GET", "/v1/agents/nope", ``, helmrtype.CodeNotFound, 404},
 		{"GET", "/v1/nothing", ``, helmrtype.CodeNotFound, 404},
 	} {

@@ -180,14 +180,16 @@ func decodeOptional(w http.ResponseWriter, r *http.Request, v any) error {
 	return err
 }
 
+// queryInt reads a positive integer query parameter such as limit; 0 means
+// absent (the default applies).
 func queryInt(r *http.Request, name string) (int, error) {
 	v := r.URL.Query().Get(name)
 	if v == "" {
 		return 0, nil
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil {
-		return 0, helmrtype.Errorf(helmrtype.CodeInvalidRequest, "%s must be an integer", name)
+	if err != nil || n < 1 {
+		return 0, helmrtype.Errorf(helmrtype.CodeInvalidRequest, "%s must be a positive integer", name)
 	}
 	return n, nil
 }
