@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -116,8 +117,36 @@ func TestSIGTERMDrainsTheRunningTurn(t *testing.T) {
 	if !found {
 		t.Fatal("OnCancel did not run on SIGTERM")
 	}
-	// The Session goes on with a new process.
+	// The process stopped by itself, in order; the Session goes on with a
+	// new process.
+	p.waitEvent(r.Session.ID, "session.process_stopped")
 	var ts helmrtype.TurnState
 	p.must("POST", "/v1/sessions/"+r.Session.ID+"/turns", helmrtype.EnqueueRequest{Input: text("y")}, &ts)
-	p.waitEvent(r.Session.ID, "session.process_failed")
+	for {
+		got, err := p.cp.Engine.GetTurn(context.Background(), r.Session.ID, ts.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status == "running" {
+			break
+		}
+		<-p.cp.Engine.Watch(r.Session.ID)
+	}
+}
+
+func TestSIGTERMWithQueuedTurnsLosesNone(t *testing.T) {
+	p := startPlane(t, "")
+	r := p.create("echo", text("sleep 1h"))
+	var next helmrtype.TurnState
+	p.must("POST", "/v1/sessions/"+r.Session.ID+"/turns", helmrtype.EnqueueRequest{Input: text("after")}, &next)
+	p.waitEvent(r.Session.ID, "turn.running")
+	if err := syscall.Kill(sessionPID(t, p, r.Session.ID), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if o := p.wait(r.Session.ID, r.Turn.ID); o.Status != "interrupted" {
+		t.Fatalf("drained turn: %+v", o)
+	}
+	if o := p.wait(r.Session.ID, next.ID); o.Status != "completed" || o.Response.PlainText() != "after" {
+		t.Fatalf("queued turn after SIGTERM: %+v", o.Error)
+	}
 }

@@ -177,8 +177,16 @@ func checkResponse(raw json.RawMessage) *helmrtype.TurnError {
 		return &helmrtype.TurnError{Code: helmrtype.CodeLimitExceeded, Message: "the response is " + strconv.Itoa(len(raw)) +
 			" bytes of JSON; the limit is " + strconv.Itoa(helmrtype.MaxResponseBytes)}
 	}
-	if _, err := helmrtype.ParseContent(raw, helmrtype.MaxResponseBytes, false); err != nil {
-		return &helmrtype.TurnError{Code: helmrtype.CodeLimitExceeded, Message: "the response: " + err.Error()}
+	c, err := helmrtype.ParseContent(raw, helmrtype.MaxResponseBytes, false)
+	if err == nil {
+		err = c.Check()
+	}
+	if err != nil {
+		code := helmrtype.CodeOf(err)
+		if code == helmrtype.CodeInternal {
+			code = helmrtype.CodeOutputInvalid
+		}
+		return &helmrtype.TurnError{Code: code, Message: "the response: " + err.Error()}
 	}
 	return nil
 }

@@ -40,6 +40,7 @@ const (
 const (
 	TypeHello         = "hello"
 	TypeReady         = "ready"
+	TypeStopping      = "stopping" // the process is shutting down by itself: start no Turn on it
 	TypeInitFailed    = "init.failed"
 	TypeOutput        = "output"
 	TypeMessageAccept = "message.accept"

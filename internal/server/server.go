@@ -281,10 +281,10 @@ func parseWait(v string) (time.Duration, error) {
 		return maxWait, nil
 	}
 	if ms, err := strconv.ParseInt(v, 10, 64); err == nil && ms >= 0 {
-		return time.Duration(ms) * time.Millisecond, nil
+		return min(time.Duration(ms), maxWait/time.Millisecond) * time.Millisecond, nil
 	}
-	if strings.Trim(strings.TrimRight(v, "mshd"), "0") == "" {
-		return 0, nil // "0", "0s", "0ms", …
+	if num := strings.TrimRight(v, "mshd"); num != "" && strings.Trim(num, "0") == "" {
+		return 0, nil // "0s", "0ms", …
 	}
 	d, err := helmrtype.ParseDuration(v)
 	if err != nil {

@@ -182,8 +182,10 @@ func Serve(ctx context.Context, ws *websocket.Conn, agentID string, agents []Age
 		case <-unusable:
 			return ErrUnusable
 		case <-procCtx.Done():
-			// Shutdown (from the server or a signal): cancel the running
-			// Turn, let it settle, then close.
+			// Shutdown (from the server or a signal): tell the server to
+			// start nothing more here, cancel the running Turn, let it
+			// settle, then close.
+			c.write(conn, &protocol.Msg{Type: protocol.TypeStopping})
 			c.cancelTurn(ErrShutdown)
 			running.Wait()
 			ws.Close(websocket.StatusNormalClosure, "shutdown")

@@ -261,6 +261,7 @@ func (s *Supervisor) exited(p *proc) {
 		s.relaunchIfWork(p.sessionID)
 	case expected && running == "":
 		s.eng.ProcessStopped(ctx, p.sessionID, "stopped")
+		s.relaunchIfWork(p.sessionID)
 	case !wasReady:
 		s.log.Warn("session process ended before it was ready", "session", p.sessionID, "why", why)
 		s.eng.FailRunningTurn(ctx, p.sessionID, helmrtype.TurnFailed, helmrtype.CodeProcessExited, why+" before it was ready")
@@ -430,6 +431,13 @@ func (s *Supervisor) handle(ctx context.Context, p *proc, m *protocol.Msg) {
 			return
 		}
 		s.dispatch(p)
+	case protocol.TypeStopping:
+		p.mu.Lock()
+		p.expected = true
+		if p.state == stateReady {
+			p.state = stateStopping
+		}
+		p.mu.Unlock()
 	case protocol.TypeInitFailed:
 		msg := "init failed"
 		if m.Error != nil {
