@@ -108,7 +108,7 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(protocol.Path, cp.Supervisor)
-	cp.protoSrv = &http.Server{Handler: mux, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug)}
+	cp.protoSrv = &http.Server{Handler: mux, ConnContext: supervisor.ConnContext, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug)}
 	go cp.protoSrv.Serve(cp.protoLn)
 	if err := cp.Supervisor.Recover(ctx); err != nil {
 		cp.Close(ctx)

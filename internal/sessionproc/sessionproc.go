@@ -93,6 +93,9 @@ func Dial(ctx context.Context, socket, token string) (*websocket.Conn, error) {
 // until shutdown. It is what helmr.Main runs inside a session process.
 func RunFromEnv(ctx context.Context, agents []Agent) error {
 	socket, token, agent := os.Getenv(protocol.EnvSocket), os.Getenv(protocol.EnvToken), os.Getenv(protocol.EnvAgent)
+	// The token is the process's own credential: child processes of agent
+	// code do not inherit it.
+	os.Unsetenv(protocol.EnvToken)
 	if socket == "" || token == "" {
 		return errors.New("not started by helmr: " + protocol.EnvSocket + " and " + protocol.EnvToken + " are unset")
 	}
@@ -142,7 +145,7 @@ func Serve(ctx context.Context, ws *websocket.Conn, agentID string, agents []Age
 		DeploymentID: w.DeploymentID, RecoveryKind: w.Recovery.Kind, RecoveryReason: w.Recovery.Reason, Ctx: procCtx}
 
 	// Read in the background: init may take long and a shutdown may come.
-	msgs := make(chan *protocol.Msg, 64)
+	starts := make(chan *Turn, 64)
 	readErr := make(chan error, 1)
 	go func() {
 		for {
@@ -150,21 +153,54 @@ func Serve(ctx context.Context, ws *websocket.Conn, agentID string, agents []Age
 			if err != nil {
 				readErr <- err
 				close(c.closed)
-				close(msgs)
+				close(starts)
 				return
 			}
-			if m.Type == protocol.TypeAck {
+			// Everything but turn.start is handled here, so acks are never
+			// stuck behind a busy main loop.
+			switch m.Type {
+			case protocol.TypeAck:
 				c.deliverAck(m)
-				continue
-			}
-			if m.Type == protocol.TypeShutdown {
+			case protocol.TypeMessage:
+				if t := c.current(m.TurnID); t != nil && m.Message != nil {
+					t.enqueueMessage(*m.Message)
+				}
+			case protocol.TypeCancel:
+				if t := c.current(m.TurnID); t != nil {
+					cause := ErrInterrupted
+					if m.Reason == protocol.ReasonDeadline {
+						cause = ErrDeadline
+					}
+					t.cancel(cause)
+				}
+			case protocol.TypeShutdown:
 				shutdown(ErrShutdown)
+			case protocol.TypeTurnStart:
+				if m.Turn == nil {
+					continue
+				}
+				// The Turn is current from now, so a cancel or message
+				// right behind turn.start finds it.
+				t := newTurn(c, m.Turn, info)
+				c.mu.Lock()
+				c.turn = t
+				c.mu.Unlock()
+				select {
+				case starts <- t:
+				default: // the server sends one turn.start at a time; never full
+				}
 			}
-			msgs <- m
 		}
 	}()
 
 	initResult, err := safeInit(procCtx, agent, info)
+	if err != nil && procCtx.Err() != nil {
+		// init was ended by a shutdown: that is a stop, not a failure, and
+		// the queued Turns stay queued.
+		c.write(conn, &protocol.Msg{Type: protocol.TypeStopping})
+		ws.Close(websocket.StatusNormalClosure, "shutdown")
+		return nil
+	}
 	if err != nil {
 		c.write(conn, &protocol.Msg{Type: protocol.TypeInitFailed, Error: asError(err, helmrtype.CodeHandlerFailed)})
 		return fmt.Errorf("init: %w", err)
@@ -176,7 +212,7 @@ func Serve(ctx context.Context, ws *websocket.Conn, agentID string, agents []Age
 	defer running.Wait()
 	unusable := make(chan struct{}, 1)
 	for {
-		var m *protocol.Msg
+		var t *Turn
 		var ok bool
 		select {
 		case <-unusable:
@@ -190,7 +226,7 @@ func Serve(ctx context.Context, ws *websocket.Conn, agentID string, agents []Age
 			running.Wait()
 			ws.Close(websocket.StatusNormalClosure, "shutdown")
 			return nil
-		case m, ok = <-msgs:
+		case t, ok = <-starts:
 			if !ok {
 				c.cancelTurn(ErrShutdown)
 				running.Wait()
@@ -201,48 +237,24 @@ func Serve(ctx context.Context, ws *websocket.Conn, agentID string, agents []Age
 				return fmt.Errorf("connection to the control plane lost: %w", err)
 			}
 		}
-		switch m.Type {
-		case protocol.TypeTurnStart:
-			t := newTurn(c, m.Turn, info)
+		running.Add(1)
+		go func() {
+			defer running.Done()
+			exit := c.runTurn(t, agent, initResult)
 			c.mu.Lock()
-			c.turn = t
+			if c.turn == t {
+				c.turn = nil
+			}
 			c.mu.Unlock()
-			running.Add(1)
-			go func() {
-				defer running.Done()
-				exit := c.runTurn(t, agent, initResult)
-				c.mu.Lock()
-				if c.turn == t {
-					c.turn = nil
+			if exit {
+				// A callback failed or overran the cleanup period: the
+				// Session's process must not be reused.
+				select {
+				case unusable <- struct{}{}:
+				default:
 				}
-				c.mu.Unlock()
-				if exit {
-					// A callback failed or overran the cleanup period: the
-					// Session's process must not be reused.
-					select {
-					case unusable <- struct{}{}:
-					default:
-					}
-				}
-			}()
-		case protocol.TypeMessage:
-			if t := c.current(m.TurnID); t != nil && m.Message != nil {
-				t.enqueueMessage(*m.Message)
 			}
-		case protocol.TypeCancel:
-			if t := c.current(m.TurnID); t != nil {
-				cause := ErrInterrupted
-				if m.Reason == protocol.ReasonDeadline {
-					cause = ErrDeadline
-				}
-				t.cancel(cause)
-			}
-		case protocol.TypeShutdown:
-			c.cancelTurn(ErrShutdown)
-			running.Wait()
-			ws.Close(websocket.StatusNormalClosure, "shutdown")
-			return nil
-		}
+		}()
 	}
 }
 

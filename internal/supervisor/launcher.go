@@ -79,8 +79,12 @@ func (l *ExecLauncher) Launch(ctx context.Context, spec LaunchSpec) (Process, er
 		return nil, fmt.Errorf("start session process: %w", err)
 	}
 	p := &execProcess{cmd: cmd, done: make(chan struct{})}
+	pid := cmd.Process.Pid
 	go func() {
 		err := cmd.Wait()
+		// The whole process tree goes with its leader: children it left
+		// in its group are ended too.
+		syscall.Kill(-pid, syscall.SIGKILL)
 		logf.Close()
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
@@ -109,7 +113,10 @@ func baseEnv() []string {
 }
 
 func (p *execProcess) Done() <-chan struct{} { return p.done }
-func (p *execProcess) Err() error            { return p.err }
+
+// PID is the process's ID, checked against the protocol connection's peer.
+func (p *execProcess) PID() int   { return p.cmd.Process.Pid }
+func (p *execProcess) Err() error { return p.err }
 func (p *execProcess) Kill() {
 	if p.cmd.Process != nil {
 		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)

@@ -47,6 +47,8 @@ type Supervisor struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	conns sync.WaitGroup // protocol connections being served
+
 	mu      sync.Mutex
 	procs   map[string]*proc // by session ID
 	tokens  map[string]*proc // by process token
@@ -92,7 +94,25 @@ type proc struct {
 	expected  bool   // the process was asked to stop
 	killed    bool   // kill was asked, maybe before the process existed
 	initError string // init failed with this message
+	// drainKilled is set when the cleanup timer ended the process.
+	drainKilled bool
+	// While a start is in flight (running is "-"), interrupts and messages
+	// for the Turn being started wait here; started applies them.
+	pendingCancel map[string]string
+	pendingMsgs   bool
+	sentMsgs      map[string]bool // messages sent for the running Turn
+	helloTimer    *time.Timer
+	retireTimer   *time.Timer
+	// writeMu orders writes to the connection, so that turn.start goes out
+	// before any cancel or message for that Turn.
+	writeMu sync.Mutex
 }
+
+// helloTimeout bounds the time from launch to the process's hello.
+const helloTimeout = 30 * time.Second
+
+// retireGrace bounds how long a retired process may take to exit.
+const retireGrace = 5 * time.Second
 
 // kill ends the process now, or as soon as it exists.
 func (p *proc) kill() {
@@ -158,6 +178,9 @@ func (s *Supervisor) TurnMessage(sessionID, turnID string) {
 	}
 	p.mu.Lock()
 	running := p.running == turnID && p.state == stateReady
+	if p.running == "-" {
+		p.pendingMsgs = true // a start is in flight: started sends them
+	}
 	p.mu.Unlock()
 	if running {
 		s.sendPending(p, turnID)
@@ -192,6 +215,17 @@ func (s *Supervisor) start(p *proc) {
 			p.mu.Lock()
 			p.process = proc
 			killed := p.killed
+			if p.state == stateStarting && p.conn == nil {
+				p.helloTimer = time.AfterFunc(helloTimeout, func() {
+					p.mu.Lock()
+					silent := p.state == stateStarting && p.conn == nil
+					p.mu.Unlock()
+					if silent {
+						s.log.Warn("session process did not connect in time; ending it", "session", p.sessionID)
+						p.kill()
+					}
+				})
+			}
 			p.mu.Unlock()
 			if killed {
 				proc.Kill()
@@ -236,7 +270,7 @@ func (s *Supervisor) exited(p *proc) {
 	wasReady := p.state == stateReady || p.state == stateStopping
 	p.state = stateDead
 	running := p.running
-	cancelled := p.cancelled
+	drainKilled := p.drainKilled
 	expected := p.expected
 	initError := p.initError
 	p.stopTimers()
@@ -269,7 +303,7 @@ func (s *Supervisor) exited(p *proc) {
 	default:
 		status, code, msg := helmrtype.TurnFailed, helmrtype.CodeProcessExited, why
 		switch {
-		case running != "" && cancelled:
+		case running != "" && drainKilled:
 			// A cancelled Turn that did not drain in time: its process was
 			// ended, and the Turn is interrupted.
 			status, code = helmrtype.TurnInterrupted, helmrtype.CodeCleanupFailed
@@ -299,6 +333,12 @@ func (s *Supervisor) relaunchIfWork(sessionID string) {
 }
 
 func (p *proc) stopTimers() {
+	for _, t := range []**time.Timer{&p.helloTimer, &p.retireTimer} {
+		if *t != nil {
+			(*t).Stop()
+			*t = nil
+		}
+	}
 	if p.killTimer != nil {
 		p.killTimer.Stop()
 		p.killTimer = nil
@@ -330,10 +370,22 @@ func (s *Supervisor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "unknown process token", http.StatusUnauthorized)
 		return
 	}
+	p.mu.Lock()
+	proc := p.process
+	p.mu.Unlock()
+	if pp, ok := proc.(interface{ PID() int }); ok {
+		if peer := peerPID(r.Context()); peer != 0 && peer != pp.PID() {
+			s.log.Warn("a process used another process's token", "session", p.sessionID, "peer_pid", peer)
+			http.Error(w, "this token belongs to another process", http.StatusForbidden)
+			return
+		}
+	}
 	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{protocol.Version}})
 	if err != nil {
 		return
 	}
+	s.conns.Add(1)
+	defer s.conns.Done()
 	conn.SetReadLimit(32 << 20)
 	p.mu.Lock()
 	if p.conn != nil || p.state != stateStarting {
@@ -342,11 +394,22 @@ func (s *Supervisor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.conn = conn
+	if p.helloTimer != nil {
+		p.helloTimer.Stop()
+		p.helloTimer = nil
+	}
 	p.mu.Unlock()
 	s.serve(p, conn)
 }
 
 func (s *Supervisor) send(p *proc, m *protocol.Msg) error {
+	p.writeMu.Lock()
+	defer p.writeMu.Unlock()
+	return s.write(p, m)
+}
+
+// write sends m; the caller holds p.writeMu.
+func (s *Supervisor) write(p *proc, m *protocol.Msg) error {
 	p.mu.Lock()
 	conn := p.conn
 	p.mu.Unlock()
@@ -439,6 +502,12 @@ func (s *Supervisor) handle(ctx context.Context, p *proc, m *protocol.Msg) {
 		}
 		p.mu.Unlock()
 	case protocol.TypeInitFailed:
+		p.mu.Lock()
+		stopping := p.state == stateStopping || p.expected
+		p.mu.Unlock()
+		if stopping || s.isClosing() {
+			return // init ended by a shutdown: the queued Turns stay queued
+		}
 		msg := "init failed"
 		if m.Error != nil {
 			msg = "init failed: " + m.Error.Message
@@ -477,12 +546,18 @@ func (s *Supervisor) handle(ctx context.Context, p *proc, m *protocol.Msg) {
 		}
 		if retire && p.state == stateReady {
 			p.state = stateStopping
+			p.retireTimer = time.AfterFunc(retireGrace, p.kill)
 		}
 		p.mu.Unlock()
 		next, msgs, err := s.eng.SettleTurn(ctx, p.sessionID, m.TurnID, m.Op, engine.Settlement{Status: m.Status,
 			Result: m.Result, Response: m.Response, Error: turnError(m.Error)}, mine)
 		s.ack(p, m, 0, err)
 		if err != nil {
+			if mine {
+				p.mu.Lock()
+				p.running = ""
+				p.mu.Unlock()
+			}
 			// The Turn is still running in the store while the process
 			// believes it settled: end the process, whose exit settles it.
 			s.log.Error("settle turn", "session", p.sessionID, "turn", m.TurnID, "err", err)
@@ -537,8 +612,6 @@ func (s *Supervisor) dispatch(p *proc) {
 	p.recheck = false
 	p.mu.Unlock()
 	t, msgs, err := s.eng.StartNextTurn(s.ctx, p.sessionID)
-	p.mu.Lock()
-	p.mu.Unlock()
 	s.started(p, t, msgs, err)
 }
 
@@ -560,6 +633,16 @@ func (s *Supervisor) started(p *proc, t *store.Turn, msgs []store.Message, err e
 		}
 		return
 	}
+	if p.state == stateDead {
+		// The process ended while the Turn was being started: its exit
+		// could not see the Turn, so it settles here.
+		p.running = ""
+		p.mu.Unlock()
+		ctx := context.Background()
+		s.eng.FailRunningTurn(ctx, p.sessionID, helmrtype.TurnFailed, helmrtype.CodeProcessExited, "the session process exited as the turn started")
+		s.relaunchIfWork(p.sessionID)
+		return
+	}
 	p.running = t.ID
 	start := &protocol.TurnStart{ID: t.ID, Sequence: t.Sequence, CreatedAt: t.CreatedAt, Input: t.Input}
 	json.Unmarshal(t.Source, &start.Source)
@@ -571,30 +654,62 @@ func (s *Supervisor) started(p *proc, t *store.Turn, msgs []store.Message, err e
 			p.deadline = time.AfterFunc(time.Until(at), func() { s.deadlineReached(p, turnID) })
 		}
 	}
+	cancelReason, cancelPending := p.pendingCancel[t.ID]
+	msgPending := p.pendingMsgs
+	p.pendingCancel, p.pendingMsgs = nil, false
+	p.sentMsgs = map[string]bool{}
+	for i := range msgs {
+		p.sentMsgs[msgs[i].ID] = true
+	}
+	// Hold the write lock from before the slot is published: anything sent
+	// for this Turn from now on goes out after turn.start.
+	p.writeMu.Lock()
 	p.mu.Unlock()
-	if err := s.send(p, &protocol.Msg{Type: protocol.TypeTurnStart, TurnID: t.ID, Turn: start}); err != nil {
+	err = s.write(p, &protocol.Msg{Type: protocol.TypeTurnStart, TurnID: t.ID, Turn: start})
+	for i := range msgs {
+		if err == nil {
+			err = s.write(p, messageMsg(&msgs[i]))
+		}
+	}
+	p.writeMu.Unlock()
+	if err != nil {
+		// The process cannot take the Turn: end it; its exit settles the Turn.
 		s.log.Warn("send turn", "session", p.sessionID, "err", err)
+		p.kill()
 		return
 	}
-	for i := range msgs {
-		s.sendMessage(p, &msgs[i].ID, msgs[i].TurnID, msgs[i].Content, msgs[i].Source)
+	if msgPending {
+		s.sendPending(p, t.ID)
+	}
+	if cancelPending {
+		s.cancelTurn(p, t.ID, cancelReason)
 	}
 }
 
-func (s *Supervisor) sendMessage(p *proc, id *string, turnID string, content, source json.RawMessage) {
-	im := &protocol.InboundMessage{ID: *id}
-	json.Unmarshal(content, &im.Content)
-	json.Unmarshal(source, &im.Source)
-	s.send(p, &protocol.Msg{Type: protocol.TypeMessage, TurnID: turnID, Message: im})
+func messageMsg(m *store.Message) *protocol.Msg {
+	im := &protocol.InboundMessage{ID: m.ID}
+	json.Unmarshal(m.Content, &im.Content)
+	json.Unmarshal(m.Source, &im.Source)
+	return &protocol.Msg{Type: protocol.TypeMessage, TurnID: m.TurnID, Message: im}
 }
 
+// sendPending sends the Turn's admitted messages not yet sent to this process.
 func (s *Supervisor) sendPending(p *proc, turnID string) {
 	msgs, err := s.eng.PendingMessages(s.ctx, turnID)
 	if err != nil {
 		return
 	}
-	for i := range msgs {
-		s.sendMessage(p, &msgs[i].ID, turnID, msgs[i].Content, msgs[i].Source)
+	p.mu.Lock()
+	var fresh []store.Message
+	for _, m := range msgs {
+		if p.running == turnID && !p.sentMsgs[m.ID] {
+			p.sentMsgs[m.ID] = true
+			fresh = append(fresh, m)
+		}
+	}
+	p.mu.Unlock()
+	for i := range fresh {
+		s.send(p, messageMsg(&fresh[i]))
 	}
 }
 
@@ -607,6 +722,15 @@ func (s *Supervisor) deadlineReached(p *proc, turnID string) {
 // if the Turn has not settled within the cleanup period.
 func (s *Supervisor) cancelTurn(p *proc, turnID, reason string) {
 	p.mu.Lock()
+	if p.running == "-" {
+		// A start is in flight: started applies the cancel if it is this Turn.
+		if p.pendingCancel == nil {
+			p.pendingCancel = map[string]string{}
+		}
+		p.pendingCancel[turnID] = reason
+		p.mu.Unlock()
+		return
+	}
 	if p.running != turnID || p.cancelled {
 		p.mu.Unlock()
 		return
@@ -615,6 +739,9 @@ func (s *Supervisor) cancelTurn(p *proc, turnID, reason string) {
 	p.killTimer = time.AfterFunc(CleanupPeriod+killGrace, func() {
 		p.mu.Lock()
 		still := p.running == turnID
+		if still {
+			p.drainKilled = true
+		}
 		p.mu.Unlock()
 		if still {
 			s.log.Warn("turn did not drain within the cleanup period; ending its process", "session", p.sessionID, "turn", turnID)
@@ -656,7 +783,7 @@ func (s *Supervisor) Close(ctx context.Context) {
 		s.send(p, &protocol.Msg{Type: protocol.TypeShutdown})
 	}
 	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
+	go func() { s.wg.Wait(); s.conns.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():
