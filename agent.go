@@ -209,8 +209,13 @@ func (a runtimeAgent[I, R, S]) RunTurn(ctx context.Context, rt *sessionproc.Turn
 	if err != nil {
 		return nil, &helmrtype.Error{Code: helmrtype.CodeResultInvalid, Message: "the result does not encode as JSON: " + err.Error()}
 	}
-	if _, err := a.d.result.Validate(ctx, raw); err != nil {
+	// The validator may transform: its output is the persisted result.
+	validated, err := a.d.result.Validate(ctx, raw)
+	if err != nil {
 		return nil, &helmrtype.Error{Code: helmrtype.CodeResultInvalid, Message: err.Error()}
+	}
+	if raw, err = json.Marshal(validated); err != nil {
+		return nil, &helmrtype.Error{Code: helmrtype.CodeResultInvalid, Message: "the validated result does not encode as JSON: " + err.Error()}
 	}
 	if len(raw) > helmrtype.MaxResultBytes {
 		return nil, helmrtype.Errorf(helmrtype.CodeResultInvalid, "the result is %d bytes of JSON; the limit is %d", len(raw), helmrtype.MaxResultBytes)

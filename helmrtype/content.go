@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 )
 
 // Limits from the specification's Content table. The server enforces them;
@@ -44,7 +45,7 @@ type ContentPart struct {
 func (p ContentPart) MarshalJSON() ([]byte, error) {
 	switch p.Type {
 	case PartText:
-		return json.Marshal(struct {
+		return marshalPlain(struct {
 			Type string `json:"type"`
 			Text string `json:"text"`
 		}{p.Type, p.Text})
@@ -53,7 +54,7 @@ func (p ContentPart) MarshalJSON() ([]byte, error) {
 		if len(v) == 0 {
 			v = json.RawMessage("null")
 		}
-		return json.Marshal(struct {
+		return marshalPlain(struct {
 			Type  string          `json:"type"`
 			Value json.RawMessage `json:"value"`
 		}{p.Type, v})
@@ -140,13 +141,62 @@ func ParseContent(raw json.RawMessage, maxBytes int, textOnly bool) (Content, er
 	return out, nil
 }
 
-// EncodedSize returns the length of c encoded as JSON.
+// marshalPlain encodes v as JSON without HTML escaping: limits count the
+// bytes of plain JSON (as JSON.stringify writes it), not Go's \u003c forms.
+func marshalPlain(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// EncodedSize returns the length of c encoded as plain JSON.
 func (c Content) EncodedSize() int {
-	b, err := json.Marshal(c)
+	b, err := marshalPlain(c)
 	if err != nil {
 		return 0
 	}
 	return len(b)
+}
+
+// CheckJSON reports whether raw is valid JSON whose numbers are all finite
+// (representable as float64), as inputs, results and JSON parts must be.
+func CheckJSON(raw []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return fmt.Errorf("not valid JSON: %v", err)
+	}
+	if dec.More() {
+		return fmt.Errorf("not valid JSON: data after the value")
+	}
+	return checkFinite(v)
+}
+
+func checkFinite(v any) error {
+	switch x := v.(type) {
+	case json.Number:
+		if _, err := strconv.ParseFloat(string(x), 64); err != nil {
+			return fmt.Errorf("the number %s is not finite", x)
+		}
+	case []any:
+		for _, e := range x {
+			if err := checkFinite(e); err != nil {
+				return err
+			}
+		}
+	case map[string]any:
+		for _, e := range x {
+			if err := checkFinite(e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // Check reports whether c is valid Content within one value's limits: a
@@ -160,8 +210,10 @@ func (c Content) Check() error {
 		if p.Type != PartText && p.Type != PartJSON {
 			return Errorf(CodeOutputInvalid, "part %d: type must be \"text\" or \"json\", not %q", i, p.Type)
 		}
-		if p.Type == PartJSON && len(p.Value) > 0 && !json.Valid(p.Value) {
-			return Errorf(CodeOutputInvalid, "part %d: value is not valid JSON", i)
+		if p.Type == PartJSON && len(p.Value) > 0 {
+			if err := CheckJSON(p.Value); err != nil {
+				return Errorf(CodeOutputInvalid, "part %d: value: %v", i, err)
+			}
 		}
 	}
 	if n := c.EncodedSize(); n > MaxContentBytes {

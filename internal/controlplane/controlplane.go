@@ -149,6 +149,7 @@ func (cp *ControlPlane) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	shut, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
+	cp.Server.Stop()
 	cp.apiSrv.Shutdown(shut)
 	return nil
 }

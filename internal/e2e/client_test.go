@@ -34,7 +34,7 @@ func TestGoClientAgainstServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Status != "completed" || !out.HasResult || out.Result != (Verdict{Reviewed: true, Note: "init=42"}) {
+	if out.Status != "completed" || !out.HasResult || out.Result != (Verdict{Reviewed: true, Note: "init=42 (checked)"}) {
 		t.Fatalf("typed outcome %+v", out)
 	}
 	again, err := helmrclient.Create(ctx, c, helmrclient.Ref[Review, Verdict]("typed"), Review{Issue: 5}, helmrclient.CreateOptions{IdempotencyKey: "typed-1"})

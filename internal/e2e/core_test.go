@@ -97,7 +97,7 @@ func TestTypedInputAndResultValidation(t *testing.T) {
 	p := startPlane(t, "")
 	r := p.create("typed", json.RawMessage(`{"issue": 7}`))
 	o := p.wait(r.Session.ID, r.Turn.ID)
-	if o.Status != "completed" || string(o.Result) != `{"reviewed":true,"note":"init=42"}` || o.Response.PlainText() != "issue 7" {
+	if o.Status != "completed" || string(o.Result) != `{"reviewed":true,"note":"init=42 (checked)"}` || o.Response.PlainText() != "issue 7" {
 		t.Fatalf("valid: %+v %s", o, o.Result)
 	}
 	var ts helmrtype.TurnState

@@ -203,9 +203,10 @@ func (p *plane) waitEvent(sessionID, kind string) helmrtype.SessionEvent {
 	p.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		ch := p.cp.Engine.Watch(sessionID)
+		ch, stop := p.cp.Engine.Watch(sessionID)
 		for _, e := range p.events(sessionID) {
 			if e.Kind == kind {
+				stop()
 				return e
 			}
 		}
@@ -213,6 +214,7 @@ func (p *plane) waitEvent(sessionID, kind string) helmrtype.SessionEvent {
 		case <-ch:
 		case <-time.After(time.Second):
 		}
+		stop()
 	}
 	p.t.Fatalf("no %s event in session %s", kind, sessionID)
 	return helmrtype.SessionEvent{}

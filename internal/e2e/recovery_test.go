@@ -123,14 +123,17 @@ func TestSIGTERMDrainsTheRunningTurn(t *testing.T) {
 	var ts helmrtype.TurnState
 	p.must("POST", "/v1/sessions/"+r.Session.ID+"/turns", helmrtype.EnqueueRequest{Input: text("y")}, &ts)
 	for {
+		ch, stop := p.cp.Engine.Watch(r.Session.ID)
 		got, err := p.cp.Engine.GetTurn(context.Background(), r.Session.ID, ts.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got.Status == "running" {
+			stop()
 			break
 		}
-		<-p.cp.Engine.Watch(r.Session.ID)
+		<-ch
+		stop()
 	}
 }
 

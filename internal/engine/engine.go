@@ -113,7 +113,15 @@ func (e *Engine) Now() time.Time { return e.clock.Now().UTC().Truncate(time.Micr
 
 // Watch returns a channel that is closed at the next committed change of
 // the Session's timeline or state.
-func (e *Engine) Watch(sessionID string) <-chan struct{} { return e.hub.watch(sessionID).ch }
+// The caller must call stop when it no longer waits.
+func (e *Engine) Watch(sessionID string) (changed <-chan struct{}, stop func()) {
+	sg := e.hub.watch(sessionID)
+	return sg.ch, func() { e.hub.unwatch(sessionID, sg) }
+}
+
+// Watchers is how many Sessions and Turns are being watched (for tests and
+// diagnostics).
+func (e *Engine) Watchers() int { return e.hub.size() + e.turns.size() }
 
 // wake wakes the Session's watchers.
 func (e *Engine) wake(sessionID string) { e.hub.wake(sessionID, struct{}{}) }
@@ -130,7 +138,8 @@ func invalid(format string, args ...any) error {
 
 // hub wakes watchers of an ID once, handing them a value: sessions wake on
 // any change of their timeline or state, Turns on their settlement (with
-// the settled state, so a waiter needs no read).
+// the settled state, so a waiter needs no read). Entries are counted, so a
+// watcher that gives up removes what it added.
 type hub[V any] struct {
 	mu sync.Mutex
 	m  map[string]*signal[V]
@@ -140,6 +149,7 @@ type hub[V any] struct {
 type signal[V any] struct {
 	ch  chan struct{}
 	val V
+	n   int // watchers
 }
 
 func newHub[V any]() hub[V] { return hub[V]{m: map[string]*signal[V]{}} }
@@ -152,7 +162,18 @@ func (h *hub[V]) watch(id string) *signal[V] {
 		sg = &signal[V]{ch: make(chan struct{})}
 		h.m[id] = sg
 	}
+	sg.n++
 	return sg
+}
+
+// unwatch drops one watcher of sg; the last one removes the entry.
+func (h *hub[V]) unwatch(id string, sg *signal[V]) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	sg.n--
+	if sg.n <= 0 && h.m[id] == sg {
+		delete(h.m, id)
+	}
 }
 
 func (h *hub[V]) wake(id string, v V) {
@@ -164,6 +185,12 @@ func (h *hub[V]) wake(id string, v V) {
 		sg.val = v
 		close(sg.ch)
 	}
+}
+
+func (h *hub[V]) size() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.m)
 }
 
 // appendEvent adds one event to the Session's timeline inside tx.

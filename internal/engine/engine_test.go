@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/engine"
@@ -212,5 +213,83 @@ func TestListSessionsFilters(t *testing.T) {
 	open, _ := e.ListSessions(ctx, engine.SessionQuery{Statuses: []string{"open"}})
 	if len(open.Sessions) != 6 {
 		t.Fatalf("open: %d", len(open.Sessions))
+	}
+}
+
+func TestWaitsLeaveNoWatchers(t *testing.T) {
+	e := newEngine(t)
+	ctx := context.Background()
+	sid, tid := running(t, e)
+	base := e.Watchers()
+	for i := 0; i < 100; i++ {
+		if _, err := e.WaitTurn(ctx, sid, "00000000-0000-7000-8000-000000000000", time.Second); !errors.Is(err, helmrtype.CodeNotFound) {
+			t.Fatalf("wait on unknown turn: %v", err)
+		}
+		if r, err := e.WaitTurn(ctx, sid, tid, time.Millisecond); err != nil || r.Status != "timeout" {
+			t.Fatalf("timed wait: %+v %v", r, err)
+		}
+		_, stop := e.Watch(sid)
+		stop()
+	}
+	if n := e.Watchers(); n != base {
+		t.Fatalf("%d watchers after the waits, want %d", n, base)
+	}
+	// A waiter gets the settled state without reading.
+	done := make(chan *helmrtype.TimedTurnWaitResult)
+	go func() {
+		r, _ := e.WaitTurn(ctx, sid, tid, time.Minute)
+		done <- r
+	}()
+	for e.Watchers() == base {
+		time.Sleep(time.Millisecond)
+	}
+	if _, _, err := e.SettleTurn(ctx, sid, tid, 1, engine.Settlement{Status: "completed", Result: json.RawMessage(`7`)}, false); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-done; r.Status != "settled" || string(r.Outcome.Result) != "7" {
+		t.Fatalf("wait: %+v", r)
+	}
+}
+
+func TestSettleOpBelowLastIsRefused(t *testing.T) {
+	e := newEngine(t)
+	ctx := context.Background()
+	sid, tid := running(t, e)
+	if _, _, err := e.AppendOutput(ctx, sid, tid, 2, helmrtype.Text("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.SettleTurn(ctx, sid, tid, 2, engine.Settlement{Status: "completed"}, false); !errors.Is(err, helmrtype.CodeInvalidRequest) {
+		t.Fatalf("settle with a stale op: %v", err)
+	}
+	if _, _, err := e.AppendOutput(ctx, sid, tid, 0, helmrtype.Text("x")); !errors.Is(err, helmrtype.CodeInvalidRequest) {
+		t.Fatalf("output op 0: %v", err)
+	}
+}
+
+func TestNonFiniteJSONIsRefused(t *testing.T) {
+	e := newEngine(t)
+	ctx := context.Background()
+	_, _, err := e.CreateSession(ctx, helmrtype.SessionCreateRequest{Agent: "typed", Input: json.RawMessage(`{"x": 1e999}`)}, engine.APICaller)
+	if !errors.Is(err, helmrtype.CodeInputInvalid) {
+		t.Fatalf("1e999 input: %v", err)
+	}
+	sid, tid := running(t, e)
+	if _, _, err := e.SettleTurn(ctx, sid, tid, 1, engine.Settlement{Status: "completed", Result: json.RawMessage(`[1e400]`)}, false); err != nil {
+		t.Fatal(err)
+	}
+	if ts, _ := e.GetTurn(ctx, sid, tid); ts.Status != "failed" || ts.Error.Code != helmrtype.CodeResultInvalid {
+		t.Fatalf("non-finite result: %+v", ts)
+	}
+}
+
+func TestLimitsCountPlainJSON(t *testing.T) {
+	// 80 KiB of <a>& is about 82 KB of plain JSON, well inside 256 KiB;
+	// Go's HTML escaping would count it as over 380 KB.
+	c := helmrtype.Text(strings.Repeat("<a>&", 20<<10))
+	if err := c.Check(); err != nil {
+		t.Fatalf("check: %v (size %d)", err, c.EncodedSize())
+	}
+	if n := c.EncodedSize(); n > 90_000 {
+		t.Fatalf("encoded size %d", n)
 	}
 }

@@ -32,8 +32,8 @@ func checkInput(a *helmrtype.AgentManifest, raw json.RawMessage) (json.RawMessag
 		}
 		return json.Marshal(c)
 	}
-	if !json.Valid(raw) {
-		return nil, &helmrtype.Error{Code: helmrtype.CodeInputInvalid, Message: "input is not valid JSON"}
+	if err := helmrtype.CheckJSON(raw); err != nil {
+		return nil, &helmrtype.Error{Code: helmrtype.CodeInputInvalid, Message: "input: " + err.Error()}
 	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, raw); err != nil {
@@ -426,6 +426,7 @@ func (e *Engine) WaitTurn(ctx context.Context, sessionID, turnID string, timeout
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	sg := e.turns.watch(turnID)
+	defer func() { e.turns.unwatch(turnID, sg) }()
 	t, err := e.GetTurn(ctx, sessionID, turnID)
 	if err != nil {
 		return nil, err
@@ -434,7 +435,6 @@ func (e *Engine) WaitTurn(ctx context.Context, sessionID, turnID string, timeout
 		select {
 		case <-sg.ch:
 			t = sg.val
-			sg = e.turns.watch(turnID)
 		case <-timer.C:
 			return &helmrtype.TimedTurnWaitResult{Status: helmrtype.WaitTimeout}, nil
 		case <-ctx.Done():

@@ -201,7 +201,7 @@ func (e *Engine) SettleTurn(ctx context.Context, sessionID, turnID string, op in
 		if len(st.Result) == 0 {
 			st.Result = json.RawMessage("null")
 		}
-		if len(st.Result) > helmrtype.MaxResultBytes || !json.Valid(st.Result) {
+		if len(st.Result) > helmrtype.MaxResultBytes || helmrtype.CheckJSON(st.Result) != nil {
 			st = Settlement{Status: helmrtype.TurnFailed, Error: &helmrtype.TurnError{Code: helmrtype.CodeResultInvalid,
 				Message: "the result is not JSON of at most " + strconv.Itoa(helmrtype.MaxResultBytes) + " bytes"}}
 		} else if terr := checkResponse(st.Response); terr != nil {
@@ -224,7 +224,10 @@ func (e *Engine) SettleTurn(ctx context.Context, sessionID, turnID string, op in
 			return err
 		}
 		if op > 0 && op <= t.LastOp {
-			return nil
+			// A settle repeated after it took effect finds the Turn settled;
+			// one at or below the last op of a running Turn breaks the
+			// protocol.
+			return invalid("turn.settle op %d is not above the turn's last op %d", op, t.LastOp)
 		}
 		if op > 0 {
 			t.LastOp = op

@@ -73,9 +73,10 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, id string, after
 	ping := time.NewTicker(pingInterval)
 	defer ping.Stop()
 	for {
-		changed := s.eng.Watch(id)
+		changed, stop := s.eng.Watch(id)
 		page, err := s.eng.ListEvents(ctx, id, after, 1000)
 		if err != nil {
+			stop()
 			return nil // the stream has started; the client reconnects
 		}
 		for _, ev := range page.Records {
@@ -87,6 +88,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, id string, after
 			flusher.Flush()
 		}
 		if page.HasMore {
+			stop()
 			continue
 		}
 		select {
@@ -95,7 +97,12 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, id string, after
 			fmt.Fprint(w, ": ping\n\n")
 			flusher.Flush()
 		case <-ctx.Done():
+			stop()
+			return nil
+		case <-s.stopping:
+			stop()
 			return nil
 		}
+		stop()
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
@@ -44,14 +45,21 @@ type Server struct {
 	log  *slog.Logger
 	opts Options
 	mux  *http.ServeMux
+	// stopping is closed by Stop: event streams and waits end.
+	stopping chan struct{}
+	stopOnce sync.Once
 }
+
+// Stop ends open event streams and waits, so that a graceful shutdown does
+// not wait for them.
+func (s *Server) Stop() { s.stopOnce.Do(func() { close(s.stopping) }) }
 
 // New returns a Server over eng.
 func New(eng *engine.Engine, opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{eng: eng, log: opts.Logger, opts: opts, mux: http.NewServeMux()}
+	s := &Server{eng: eng, log: opts.Logger, opts: opts, mux: http.NewServeMux(), stopping: make(chan struct{})}
 	s.routes()
 	return s
 }
@@ -298,7 +306,20 @@ func (s *Server) waitTurn(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	res, err := s.eng.WaitTurn(r.Context(), r.PathValue("id"), r.PathValue("turn_id"), min(d, maxWait))
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.stopping:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	res, err := s.eng.WaitTurn(ctx, r.PathValue("id"), r.PathValue("turn_id"), min(d, maxWait))
+	if err != nil && r.Context().Err() == nil && ctx.Err() != nil {
+		// Shutting down: answer as a timeout; the client waits again.
+		res, err = &helmrtype.TimedTurnWaitResult{Status: helmrtype.WaitTimeout}, nil
+	}
 	if err != nil {
 		return err
 	}

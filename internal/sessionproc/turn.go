@@ -297,6 +297,13 @@ func (c *Conn) runTurn(t *Turn, a Agent, initResult any) (exit bool) {
 	case <-t.ctx.Done():
 	}
 	cause := context.Cause(t.ctx)
+	if handlerReturned && cause == nil && helmrtype.CodeOf(hr.err) == helmrtype.CodeResultInvalid {
+		// The handler completed; only its result was refused. Nothing is
+		// cancelled, so cancellation callbacks do not run.
+		t.close()
+		c.settle(t, helmrtype.TurnFailed, nil, asError(hr.err, helmrtype.CodeResultInvalid))
+		return false
+	}
 	if handlerReturned && cause == nil && hr.err == nil {
 		// Success: cancellation callbacks do not run.
 		t.close()

@@ -106,7 +106,11 @@ type proc struct {
 	// writeMu orders writes to the connection, so that turn.start goes out
 	// before any cancel or message for that Turn.
 	writeMu sync.Mutex
+	served  chan struct{} // closed when the connection's reader ends
 }
+
+// drainTimeout bounds how long an exit waits for the connection to drain.
+const drainTimeout = 5 * time.Second
 
 // helloTimeout bounds the time from launch to the process's hello.
 const helloTimeout = 30 * time.Second
@@ -266,6 +270,18 @@ func (s *Supervisor) failNext(sessionID, msg string) {
 }
 
 func (s *Supervisor) exited(p *proc) {
+	// Messages the process sent before it ended are still in the socket:
+	// let the connection drain first, so that its last words (init.failed,
+	// a settlement) count before the exit does.
+	p.mu.Lock()
+	served := p.served
+	p.mu.Unlock()
+	if served != nil {
+		select {
+		case <-served:
+		case <-time.After(drainTimeout):
+		}
+	}
 	p.mu.Lock()
 	wasReady := p.state == stateReady || p.state == stateStopping
 	p.state = stateDead
@@ -394,6 +410,8 @@ func (s *Supervisor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.conn = conn
+	p.served = make(chan struct{})
+	defer close(p.served)
 	if p.helloTimer != nil {
 		p.helloTimer.Stop()
 		p.helloTimer = nil

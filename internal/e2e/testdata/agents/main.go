@@ -114,6 +114,7 @@ func (mustReview) Validate(_ context.Context, raw json.RawMessage) (Verdict, err
 	if !v.Reviewed {
 		return v, errors.New("reviewed must be true")
 	}
+	v.Note += " (checked)" // a validator may transform the result
 	return v, nil
 }
 func (mustReview) JSONSchema() json.RawMessage { return nil }
