@@ -119,7 +119,8 @@ func run(nTurns, nSessions, nCallers, nWarm int, syncMode string, keep bool) err
 	addr := ln.Addr().String()
 	ln.Close()
 	data := filepath.Join(dir, "data")
-	args := []string{"server", "--addr", addr, "--data-dir", data, "--log-level", "warn", "--sqlite-synchronous", syncMode}
+	keyFile := filepath.Join(dir, "api-key")
+	args := []string{"server", "--addr", addr, "--data-dir", data, "--api-key-file", keyFile, "--log-level", "warn", "--sqlite-synchronous", syncMode}
 	if cpuProfile != "" {
 		abs, _ := filepath.Abs(cpuProfile)
 		args = append(args, "--cpu-profile", abs)
@@ -141,7 +142,7 @@ func run(nTurns, nSessions, nCallers, nWarm int, syncMode string, keep bool) err
 		}
 	}
 	go io.Copy(io.Discard, stdout)
-	key, err := os.ReadFile(filepath.Join(data, "api-key"))
+	key, err := os.ReadFile(keyFile)
 	if err != nil {
 		return err
 	}

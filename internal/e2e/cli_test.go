@@ -67,6 +67,11 @@ type server struct {
 func startServer(t *testing.T, dataDir string, args ...string) *server {
 	t.Helper()
 	addr := freeAddr(t)
+	keyFile := filepath.Join(dataDir, "api-key") // helmr dev keeps it there
+	if args[0] == "server" {
+		keyFile = dataDir + ".key"
+		args = append(args, "--api-key-file", keyFile)
+	}
 	cmd := exec.Command(helmrBinary(t), append(args, "--addr", addr, "--data-dir", dataDir)...)
 	stdout, _ := cmd.StdoutPipe()
 	cmd.Stderr = cmd.Stdout
@@ -97,7 +102,7 @@ func startServer(t *testing.T, dataDir string, args ...string) *server {
 	case <-time.After(2 * time.Minute):
 		t.Fatalf("helmr %v did not start: %s", args, s.output())
 	}
-	key, err := os.ReadFile(filepath.Join(dataDir, "api-key"))
+	key, err := os.ReadFile(keyFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,4 +341,46 @@ func createEcho(t *testing.T, s *server, text string) helmrtype.SessionCreateRec
 		t.Fatal(err)
 	}
 	return rec
+}
+
+func TestServerPrintsItsFirstKeyOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs helmr server")
+	}
+	data := t.TempDir()
+	addr := freeAddr(t)
+	run := func() string {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		cmd := exec.CommandContext(ctx, helmrBinary(t), "server", "--addr", addr, "--data-dir", data)
+		out, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(out)
+		var lines []string
+		for sc.Scan() {
+			lines = append(lines, sc.Text())
+			if strings.Contains(sc.Text(), "listening on") {
+				break
+			}
+		}
+		// Give a key line the chance to follow the listening line.
+		cmd.Process.Signal(syscall.SIGTERM)
+		for sc.Scan() {
+			lines = append(lines, sc.Text())
+		}
+		cmd.Wait()
+		return strings.Join(lines, "\n")
+	}
+	first := run()
+	if !strings.Contains(first, "API key (shown once") {
+		t.Fatalf("first start: %s", first)
+	}
+	if second := run(); strings.Contains(second, "hlmr_sk_") {
+		t.Fatalf("second start printed a key: %s", second)
+	}
+	if _, err := os.Stat(filepath.Join(data, "api-key")); !os.IsNotExist(err) {
+		t.Fatalf("the server kept a plaintext key in its data directory: %v", err)
+	}
 }

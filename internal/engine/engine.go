@@ -292,6 +292,28 @@ func (e *Engine) CreateAPIKey(ctx context.Context, name string) (string, error) 
 	return secret, err
 }
 
+// BootstrapAPIKey creates the control plane's first API key, once: created
+// is false (and key empty) when it was made before.
+func (e *Engine) BootstrapAPIKey(ctx context.Context, name string) (key string, created bool, err error) {
+	secret, hash := NewSecret("hlmr_sk_")
+	err = e.store.Update(ctx, func(tx store.Tx) error {
+		if _, err := tx.GetMeta(ctx, "bootstrap_api_key"); err == nil {
+			return nil
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		created = true
+		if err := tx.InsertAPIKey(ctx, &store.APIKey{ID: newID(), Name: name, Hash: hash, CreatedAt: e.Now()}); err != nil {
+			return err
+		}
+		return tx.PutMeta(ctx, "bootstrap_api_key", "created")
+	})
+	if err != nil || !created {
+		return "", false, err
+	}
+	return secret, true, nil
+}
+
 // Authenticate returns the API key whose plaintext is secret.
 func (e *Engine) Authenticate(ctx context.Context, secret string) (*store.APIKey, error) {
 	hash := HashSecret(secret)

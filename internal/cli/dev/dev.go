@@ -53,7 +53,7 @@ func run(ctx context.Context, o *serve.Options, dir string, out, errw io.Writer)
 	if err != nil {
 		return err
 	}
-	key, _, err := serve.EnsureAPIKey(ctx, r.CP, o.DataDir)
+	key, _, err := serve.EnsureAPIKey(ctx, r.CP, filepath.Join(o.DataDir, "api-key"))
 	if err != nil {
 		r.CP.Close(ctx)
 		return err

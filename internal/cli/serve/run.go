@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/helmr-go/helmr/internal/controlplane"
@@ -91,11 +90,10 @@ func (r *Running) Serve(ctx context.Context) error {
 	return err
 }
 
-// EnsureAPIKey returns the API key kept in DataDir/api-key, creating one
+// EnsureAPIKey returns the API key kept in the file at path, creating one
 // (and the file, mode 0600) when the file is missing or its key unknown.
 // created tells whether a new key was made.
-func EnsureAPIKey(ctx context.Context, cp *controlplane.ControlPlane, dataDir string) (key string, created bool, err error) {
-	path := filepath.Join(dataDir, "api-key")
+func EnsureAPIKey(ctx context.Context, cp *controlplane.ControlPlane, path string) (key string, created bool, err error) {
 	if b, err := os.ReadFile(path); err == nil {
 		k := strings.TrimSpace(string(b))
 		if _, err := cp.Engine.Authenticate(ctx, k); err == nil {

@@ -13,11 +13,13 @@ import (
 // ServerCommand is `helmr server`: a control plane for others to use.
 func ServerCommand() *cobra.Command {
 	o := &Options{}
+	var keyFile string
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run a control plane",
-		Long: "Run a Helmr control plane. On first start it creates an API key, prints it once and keeps it in\n" +
-			"DATA_DIR/api-key (mode 0600). The database defaults to SQLite in DATA_DIR.",
+		Long: "Run a Helmr control plane. On first start it creates an API key and prints it once; only its\n" +
+			"hash is stored. With --api-key-file the key is kept in that file (mode 0600) instead, and read\n" +
+			"from it on later starts. The database defaults to SQLite in DATA_DIR.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -40,15 +42,24 @@ func ServerCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			key, created, err := EnsureAPIKey(ctx, r.CP, o.DataDir)
+			var key string
+			var created bool
+			if keyFile != "" {
+				key, created, err = EnsureAPIKey(ctx, r.CP, keyFile)
+			} else {
+				key, created, err = r.CP.Engine.BootstrapAPIKey(ctx, "bootstrap")
+			}
 			if err != nil {
 				r.CP.Close(ctx)
 				return err
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "helmr server listening on %s\n", r.URL)
-			if created {
-				fmt.Fprintf(out, "API key (shown once, kept in %s/api-key): %s\n", o.DataDir, key)
+			switch {
+			case created && keyFile != "":
+				fmt.Fprintf(out, "API key created and kept in %s\n", keyFile)
+			case created:
+				fmt.Fprintf(out, "API key (shown once; only its hash is stored): %s\n", key)
 			}
 			return r.Serve(ctx)
 		},
@@ -56,6 +67,7 @@ func ServerCommand() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&o.Addr, "addr", "127.0.0.1:7070", "address to listen on")
 	f.StringVar(&o.DataDir, "data-dir", "helmr-data", "directory for the database, deployments and computers")
+	f.StringVar(&keyFile, "api-key-file", "", "keep the local API key in this file (mode 0600) instead of printing it once")
 	f.StringVar(&o.Database, "database", "", "database URL: sqlite:PATH (default sqlite in --data-dir; env HELMR_DATABASE_URL)")
 	f.StringVar(&o.Synchronous, "sqlite-synchronous", "FULL", "SQLite durability: FULL (fsync every commit) or NORMAL")
 	f.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
