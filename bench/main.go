@@ -206,6 +206,12 @@ func run(nTurns, nSessions, nCallers, nWarm int, syncMode string, keep bool) err
 		100*(cpuTime(srv.Process.Pid)-srvCPU0)/wall, 100*(selfCPU()-selfCPU0)/wall)
 
 	total := 20 + nWarm + one + nSessions + nTurns
+	var agentCPU float64
+	for _, pid := range childPIDs(srv.Process.Pid) {
+		agentCPU += cpuTime(pid)
+	}
+	fmt.Printf("agent processes' CPU: %.0f µs per turn (server: %.0f µs per turn)\n",
+		agentCPU/float64(total)*1e6, cpuTime(srv.Process.Pid)/float64(total)*1e6)
 	fmt.Printf("server RSS after %d turns: %.1f MB\n", total, float64(rss(srv.Process.Pid))/(1<<20))
 	srv.Process.Signal(os.Interrupt)
 	srv.Wait()
@@ -287,6 +293,27 @@ func cpuTime(pid int) float64 {
 	ut, _ := strconv.ParseFloat(f[11], 64)
 	st, _ := strconv.ParseFloat(f[12], 64)
 	return (ut + st) / 100 // clock ticks; 100 per second on Linux
+}
+
+// childPIDs lists the live children of a process.
+func childPIDs(parent int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+		if ppid, _ := strconv.Atoi(f[1]); ppid == parent {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // selfCPU is this process's CPU seconds.
