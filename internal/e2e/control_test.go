@@ -111,14 +111,14 @@ func TestDeadlineInterruptsTurn(t *testing.T) {
 		t.Fatalf("outcome %+v", o)
 	}
 	p.waitEvent(r.Session.ID, "session.deadline")
-	found := false
+	var outputs []string
 	for _, e := range p.events(r.Session.ID) {
-		if e.Kind == "turn.output" && strings.Contains(string(e.Data), "deadline cleanup") {
-			found = true
+		if e.Kind == "turn.output" {
+			outputs = append(outputs, string(e.Data))
 		}
 	}
-	if !found {
-		t.Fatal("OnCancel did not run at the deadline")
+	if len(outputs) != 2 || !strings.Contains(outputs[0], "deadline set") || !strings.Contains(outputs[1], "deadline cleanup") {
+		t.Fatalf("the turn's ctx had no deadline or OnCancel did not run: %q", outputs)
 	}
 }
 
@@ -329,5 +329,110 @@ func TestHealthAndReadiness(t *testing.T) {
 	p.must("GET", "/v1/deployments", nil, &page)
 	if len(page.Deployments) != 1 || page.Deployments[0].ID != d.ID {
 		t.Fatalf("deployments %+v", page)
+	}
+}
+
+// pidOf reads the process ID a slow-agent Turn reported.
+func pidOf(t *testing.T, p *plane, sessionID, turnID string) string {
+	t.Helper()
+	for _, e := range p.events(sessionID) {
+		if e.Kind == "turn.output" && *e.TurnID == turnID {
+			if _, after, ok := strings.Cut(string(e.Data), "pid="); ok {
+				return strings.TrimRight(after, `\n"}]`)
+			}
+		}
+	}
+	t.Fatalf("turn %s reported no pid", turnID)
+	return ""
+}
+
+func TestInterruptedTurnLeavesAHealthyProcess(t *testing.T) {
+	p := startPlane(t, "")
+	r := p.create("slow", text("x"))
+	p.waitEvent(r.Session.ID, "turn.output")
+	p.must("POST", "/v1/sessions/"+r.Session.ID+"/turns/"+r.Turn.ID+"/interrupt", nil, nil)
+	p.wait(r.Session.ID, r.Turn.ID)
+	var ts helmrtype.TurnState
+	p.must("POST", "/v1/sessions/"+r.Session.ID+"/turns", helmrtype.EnqueueRequest{Input: text("quick")}, &ts)
+	o := p.wait(r.Session.ID, ts.ID)
+	var res map[string]int
+	json.Unmarshal(o.Result, &res)
+	if o.Status != "completed" || fmt.Sprint(res["pid"]) != pidOf(t, p, r.Session.ID, r.Turn.ID) {
+		t.Fatalf("next turn %+v ran in pid %d, the interrupted one in %s", o, res["pid"], pidOf(t, p, r.Session.ID, r.Turn.ID))
+	}
+}
+
+func TestFailedCleanupRetiresTheProcess(t *testing.T) {
+	p := startPlane(t, "")
+	r := p.create("slow", text("failcleanup"))
+	var next helmrtype.TurnState
+	p.must("POST", "/v1/sessions/"+r.Session.ID+"/turns", helmrtype.EnqueueRequest{Input: text("quick")}, &next)
+	p.waitEvent(r.Session.ID, "turn.output")
+	p.must("POST", "/v1/sessions/"+r.Session.ID+"/turns/"+r.Turn.ID+"/interrupt", nil, nil)
+	o := p.wait(r.Session.ID, r.Turn.ID)
+	if o.Status != "interrupted" || o.Error == nil || o.Error.Code != helmrtype.CodeCleanupFailed {
+		t.Fatalf("turn with a failing callback: %+v", o.Error)
+	}
+	// The queued Turn runs on a new process, never on the unusable one.
+	o = p.wait(r.Session.ID, next.ID)
+	var res map[string]int
+	json.Unmarshal(o.Result, &res)
+	if o.Status != "completed" || fmt.Sprint(res["pid"]) == pidOf(t, p, r.Session.ID, r.Turn.ID) {
+		t.Fatalf("queued turn after a failed cleanup: %+v (pid %d)", o, res["pid"])
+	}
+	p.waitEvent(r.Session.ID, "session.process_failed")
+}
+
+func TestOnCancelRegisteredAfterCancellationRuns(t *testing.T) {
+	p := startPlane(t, "")
+	r := p.create("slow", text("late"))
+	p.waitEvent(r.Session.ID, "turn.output")
+	p.must("POST", "/v1/sessions/"+r.Session.ID+"/turns/"+r.Turn.ID+"/interrupt", nil, nil)
+	if o := p.wait(r.Session.ID, r.Turn.ID); o.Status != "interrupted" || o.Error.Code != helmrtype.CodeInterrupted {
+		t.Fatalf("late registration: %+v", o.Error)
+	}
+	found := false
+	for _, e := range p.events(r.Session.ID) {
+		if e.Kind == "turn.output" && strings.Contains(string(e.Data), "cleanup ran") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal("a callback registered after cancellation did not run")
+	}
+}
+
+func TestMessagesToAQueuedTurnAndIdempotency(t *testing.T) {
+	p := startPlane(t, "")
+	r := p.create("chat", text("first"))
+	sid := r.Session.ID
+	var second helmrtype.TurnState
+	p.must("POST", "/v1/sessions/"+sid+"/turns", helmrtype.EnqueueRequest{Input: text("second")}, &second)
+	// Sent while the Turn is queued and before it registers its handler.
+	var a, b helmrtype.MessageReceipt
+	req := helmrtype.MessageRequest{Content: text("ok early"), IdempotencyKey: "m-1"}
+	p.must("POST", "/v1/sessions/"+sid+"/turns/"+second.ID+"/messages", req, &a)
+	p.must("POST", "/v1/sessions/"+sid+"/turns/"+second.ID+"/messages", req, &b)
+	if a != b {
+		t.Fatalf("replayed message: %+v vs %+v", a, b)
+	}
+	req.Content = text("ok different")
+	if err := p.call("POST", "/v1/sessions/"+sid+"/turns/"+second.ID+"/messages", req, nil); !errors.Is(err, helmrtype.CodeIdempotencyConflict) {
+		t.Fatalf("same key, other message: %v", err)
+	}
+	p.send(sid, r.Turn.ID, "done")
+	p.waitEvent(sid, "message.delivered")
+	p.send(sid, second.ID, "done")
+	if o := p.wait(sid, second.ID); o.Status != "completed" || string(o.Result) != `["ok early"]` {
+		t.Fatalf("queued turn's messages: %+v %s", o, o.Result)
+	}
+	n := 0
+	for _, e := range p.events(sid) {
+		if e.Kind == "message.admitted" && *e.TurnID == second.ID {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Fatalf("%d messages admitted to the second turn, want 2 (the replay admits nothing)", n)
 	}
 }

@@ -190,25 +190,41 @@ var chat = helmr.Agent(helmr.AgentSpec[text, []string, struct{}]{ID: "chat", Tem
 		}
 	}})
 
-// slow blocks until cancelled; its OnCancel callback writes output.
-var slow = helmr.Agent(helmr.AgentSpec[text, any, struct{}]{ID: "slow", Template: box, MaxTurnDuration: "1h",
-	Turn: func(ctx context.Context, t *helmr.Turn[text], ac *helmr.AgentContext[struct{}]) (any, error) {
-		t.OnCancel(func(cctx context.Context, reason error) error {
+// slow blocks until cancelled; its OnCancel callback writes output. Input
+// "failcleanup" makes the callback fail; "late" registers it only after
+// cancellation; "quick" returns at once. Every Turn reports its process ID.
+var slow = helmr.Agent(helmr.AgentSpec[text, map[string]int, struct{}]{ID: "slow", Template: box, MaxTurnDuration: "1h",
+	Turn: func(ctx context.Context, t *helmr.Turn[text], ac *helmr.AgentContext[struct{}]) (map[string]int, error) {
+		in := t.Input.PlainText()
+		if in == "quick" {
+			return map[string]int{"pid": os.Getpid()}, nil
+		}
+		cleanup := func(cctx context.Context, reason error) error {
+			if in == "failcleanup" {
+				return errors.New("could not stop the tool")
+			}
 			_, err := t.Output.Write(cctx, "cleanup ran: "+reason.Error())
 			return err
-		})
-		t.Output.Write(ctx, "waiting\n")
-		if strings.HasPrefix(t.Input.PlainText(), "deadline ") {
-			d, _ := time.ParseDuration(strings.TrimPrefix(t.Input.PlainText(), "deadline "))
-			_ = d
 		}
+		if in != "late" {
+			t.OnCancel(cleanup)
+		}
+		t.Output.Write(ctx, fmt.Sprintf("waiting pid=%d\n", os.Getpid()))
 		<-ctx.Done()
+		if in == "late" {
+			if err := t.OnCancel(cleanup); err != nil {
+				return nil, err
+			}
+		}
 		return nil, ctx.Err()
 	}})
 
 // deadline has a short max turn duration.
 var deadline = helmr.Agent(helmr.AgentSpec[text, any, struct{}]{ID: "deadline", Template: box, MaxTurnDuration: "300ms",
 	Turn: func(ctx context.Context, t *helmr.Turn[text], ac *helmr.AgentContext[struct{}]) (any, error) {
+		if d, ok := ctx.Deadline(); ok && time.Until(d) <= 300*time.Millisecond {
+			t.Output.Write(ctx, "deadline set")
+		}
 		t.OnCancel(func(cctx context.Context, reason error) error {
 			_, err := t.Output.Write(cctx, "deadline cleanup")
 			return err
