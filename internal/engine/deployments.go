@@ -218,10 +218,7 @@ func (e *Engine) ListDeployments(ctx context.Context, cursor string, limit int) 
 		if err != nil {
 			return err
 		}
-		if len(rows) > limit {
-			rows = rows[:limit]
-			page.NextCursor = rows[limit-1].ID
-		}
+		rows, page.NextCursor = trimPage(rows, limit, func(d *store.Deployment) string { return d.ID })
 		for i := range rows {
 			d, err := e.cacheDeployment(&rows[i])
 			if err != nil {
@@ -304,6 +301,16 @@ func (e *Engine) GetAgent(ctx context.Context, agentID, deploymentID string) (*h
 		return nil
 	})
 	return out, err
+}
+
+// trimPage trims rows read with limit+1 to limit and returns the cursor of
+// the last row kept when more rows follow, else "".
+func trimPage[T any](rows []T, limit int, cursor func(*T) string) ([]T, string) {
+	if len(rows) <= limit {
+		return rows, ""
+	}
+	rows = rows[:limit]
+	return rows, cursor(&rows[limit-1])
 }
 
 func pageLimit(limit, def int) (int, error) {

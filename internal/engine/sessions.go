@@ -341,10 +341,7 @@ func (e *Engine) ListSessions(ctx context.Context, q SessionQuery) (*helmrtype.S
 		if err != nil {
 			return err
 		}
-		if len(rows) > limit {
-			rows = rows[:limit]
-			page.NextCursor = rows[limit-1].ID
-		}
+		rows, page.NextCursor = trimPage(rows, limit, func(s *store.Session) string { return s.ID })
 		for i := range rows {
 			v, err := e.sessionViewTx(ctx, tx, &rows[i])
 			if err != nil {
@@ -407,10 +404,7 @@ func (e *Engine) ListTurns(ctx context.Context, sessionID, cursor string, limit 
 		if err != nil {
 			return err
 		}
-		if len(rows) > limit {
-			rows = rows[:limit]
-			page.NextCursor = strconv.FormatInt(rows[limit-1].Sequence, 10)
-		}
+		rows, page.NextCursor = trimPage(rows, limit, func(t *store.Turn) string { return strconv.FormatInt(t.Sequence, 10) })
 		for i := range rows {
 			page.Turns = append(page.Turns, turnState(&rows[i]))
 		}
