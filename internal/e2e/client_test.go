@@ -93,3 +93,64 @@ func TestGoClientAgainstServer(t *testing.T) {
 		t.Fatalf("typed agent info %+v", info)
 	}
 }
+
+func TestEventStreamSurvivesAControlPlaneRestart(t *testing.T) {
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	p := startPlaneAt(t, dir, addr)
+	c := helmrclient.New(p.url, p.key, helmrclient.WithRetry(20*time.Millisecond, 200*time.Millisecond, 100))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rec, err := c.Sessions.Create(ctx, "echo", helmrclient.Text("before"), helmrclient.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rec.Turn.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sid := rec.Session.ID()
+	got := make(chan helmrtype.SessionEvent, 100)
+	errc := make(chan error, 1)
+	go func() {
+		for ev, err := range rec.Session.Events.Stream(ctx, 0) {
+			if err != nil {
+				errc <- err
+				return
+			}
+			got <- ev
+		}
+	}()
+	read := func(n int) []helmrtype.SessionEvent {
+		var evs []helmrtype.SessionEvent
+		for len(evs) < n {
+			select {
+			case ev := <-got:
+				evs = append(evs, ev)
+			case err := <-errc:
+				t.Fatalf("stream ended: %v", err)
+			case <-ctx.Done():
+				t.Fatalf("stream stalled after %d records", len(evs))
+			}
+		}
+		return evs
+	}
+	first := read(len(p.events(sid)))
+	// The control plane goes away and comes back on the same address.
+	p.stop()
+	p2 := startPlaneAt(t, dir, addr)
+	var ts helmrtype.TurnState
+	p2.must("POST", "/v1/sessions/"+sid+"/turns", helmrtype.EnqueueRequest{Input: text("after")}, &ts)
+	p2.wait(sid, ts.ID)
+	all := p2.events(sid)
+	rest := read(len(all) - len(first))
+	for i, ev := range append(first, rest...) {
+		if ev.Sequence != all[i].Sequence || ev.Kind != all[i].Kind {
+			t.Fatalf("record %d: %d %s, want %d %s", i, ev.Sequence, ev.Kind, all[i].Sequence, all[i].Kind)
+		}
+	}
+	select {
+	case ev := <-got:
+		t.Fatalf("an extra record %d %s", ev.Sequence, ev.Kind)
+	default:
+	}
+}

@@ -64,6 +64,12 @@ type plane struct {
 // the test agents deployed.
 func startPlane(t *testing.T, dataDir string) *plane {
 	t.Helper()
+	return startPlaneAt(t, dataDir, "127.0.0.1:0")
+}
+
+// startPlaneAt is startPlane listening on addr.
+func startPlaneAt(t *testing.T, dataDir, addr string) *plane {
+	t.Helper()
 	b := agentBinary(t)
 	if dataDir == "" {
 		dataDir = t.TempDir()
@@ -86,7 +92,7 @@ func startPlane(t *testing.T, dataDir string) *plane {
 	if _, err := cp.Engine.PublishDeployment(ctx, b.Digest, b.Manifest, b.Binary); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
