@@ -82,13 +82,7 @@ func TestInterruptRunsOnCancel(t *testing.T) {
 	if o.Status != "interrupted" || o.Error == nil || o.Error.Code != helmrtype.CodeInterrupted || o.Result != nil {
 		t.Fatalf("outcome %+v", o)
 	}
-	found := false
-	for _, e := range p.events(sid) {
-		if e.Kind == "turn.output" && strings.Contains(string(e.Data), "cleanup ran") {
-			found = true
-		}
-	}
-	if !found {
+	if !p.hasOutput(sid, "cleanup ran") {
 		t.Fatal("OnCancel did not write its output")
 	}
 	// Same key: same receipt, even after the Turn settled.
@@ -391,13 +385,7 @@ func TestOnCancelRegisteredAfterCancellationRuns(t *testing.T) {
 	if o := p.wait(r.Session.ID, r.Turn.ID); o.Status != "interrupted" || o.Error.Code != helmrtype.CodeInterrupted {
 		t.Fatalf("late registration: %+v", o.Error)
 	}
-	found := false
-	for _, e := range p.events(r.Session.ID) {
-		if e.Kind == "turn.output" && strings.Contains(string(e.Data), "cleanup ran") {
-			found = true
-		}
-	}
-	if !found {
+	if !p.hasOutput(r.Session.ID, "cleanup ran") {
 		t.Fatal("a callback registered after cancellation did not run")
 	}
 }

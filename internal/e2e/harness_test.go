@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -224,4 +225,15 @@ func (p *plane) waitEvent(sessionID, kind string) helmrtype.SessionEvent {
 	}
 	p.t.Fatalf("no %s event in session %s", kind, sessionID)
 	return helmrtype.SessionEvent{}
+}
+
+// hasOutput reports whether any output record of the Session contains s.
+func (p *plane) hasOutput(sessionID, s string) bool {
+	p.t.Helper()
+	for _, e := range p.events(sessionID) {
+		if e.Kind == "turn.output" && strings.Contains(string(e.Data), s) {
+			return true
+		}
+	}
+	return false
 }

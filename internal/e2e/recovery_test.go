@@ -108,13 +108,7 @@ func TestSIGTERMDrainsTheRunningTurn(t *testing.T) {
 	if o.Status != "interrupted" || o.Error == nil || o.Error.Code != helmrtype.CodeInterrupted {
 		t.Fatalf("turn after SIGTERM: %+v", o)
 	}
-	found := false
-	for _, e := range p.events(r.Session.ID) {
-		if e.Kind == "turn.output" && strings.Contains(string(e.Data), "cleanup ran") {
-			found = true
-		}
-	}
-	if !found {
+	if !p.hasOutput(r.Session.ID, "cleanup ran") {
 		t.Fatal("OnCancel did not run on SIGTERM")
 	}
 	// The process stopped by itself, in order; the Session goes on with a
