@@ -202,16 +202,22 @@ func (e *Engine) Enqueue(ctx context.Context, sessionID string, req helmrtype.En
 			if err := e.admitTurn(ctx, tx, t, input, caller, now); err != nil {
 				return nil, err
 			}
-			if s.IdleSince != nil {
-				s.IdleSince = nil
-				if err := tx.UpdateSession(ctx, s); err != nil {
+			wasIdle := s.IdleSince != nil
+			if wasIdle {
+				if err := tx.SetSessionIdleSince(ctx, sessionID, nil); err != nil {
 					return nil, err
 				}
 			}
 			ts := turnState(t)
-			if res != nil {
+			switch {
+			case res != nil && wasIdle:
 				// The receipt shows the Turn as admitted (queued); the
-				// same transaction starts it on the idle process.
+				// same transaction starts it on the idle process. An idle
+				// Session had nothing ahead of it.
+				if started, msgs, err = e.startTurnTx(ctx, tx, t, false); err != nil {
+					return nil, err
+				}
+			case res != nil:
 				if started, msgs, err = e.startNextTx(ctx, tx, sessionID); err != nil {
 					return nil, err
 				}

@@ -75,12 +75,13 @@ func (e *Engine) startNextTx(ctx context.Context, tx store.Tx, sessionID string)
 	if t.Status == helmrtype.TurnRunning {
 		return nil, nil, nil
 	}
-	return e.startTurnTx(ctx, tx, t)
+	return e.startTurnTx(ctx, tx, t, true)
 }
 
 // startTurnTx marks a queued Turn running and returns the messages already
-// sent to it.
-func (e *Engine) startTurnTx(ctx context.Context, tx store.Tx, t *store.Turn) (*store.Turn, []store.Message, error) {
+// sent to it. A Turn admitted in this same transaction can have none yet,
+// so withMessages false skips reading them.
+func (e *Engine) startTurnTx(ctx context.Context, tx store.Tx, t *store.Turn, withMessages bool) (*store.Turn, []store.Message, error) {
 	sessionID := t.SessionID
 	now := e.Now()
 	t.Status, t.StartedAt = helmrtype.TurnRunning, &now
@@ -89,6 +90,9 @@ func (e *Engine) startTurnTx(ctx context.Context, tx store.Tx, t *store.Turn) (*
 	}
 	if _, err := e.appendEvent(ctx, tx, sessionID, t.ID, helmrtype.EventTurnRunning, nil, now); err != nil {
 		return nil, nil, err
+	}
+	if !withMessages {
+		return t, nil, nil
 	}
 	msgs, err := tx.PendingMessages(ctx, t.ID)
 	if err != nil {
@@ -239,7 +243,7 @@ func (e *Engine) SettleTurn(ctx context.Context, sessionID, turnID string, op in
 		ts := turnState(t)
 		settled = &ts
 		if startNext && queued != nil {
-			next, msgs, err = e.startTurnTx(ctx, tx, queued)
+			next, msgs, err = e.startTurnTx(ctx, tx, queued, true)
 		}
 		return err
 	})
@@ -289,12 +293,7 @@ func (e *Engine) settleTx(ctx context.Context, tx store.Tx, t *store.Turn, st Se
 	// The Session is idle when nothing is queued behind this Turn.
 	next, err := tx.ActiveTurn(ctx, t.SessionID)
 	if errors.Is(err, store.ErrNotFound) {
-		s, err := tx.GetSession(ctx, t.SessionID)
-		if err != nil {
-			return nil, err
-		}
-		s.IdleSince = &now
-		return nil, tx.UpdateSession(ctx, s)
+		return nil, tx.SetSessionIdleSince(ctx, t.SessionID, &now)
 	}
 	return next, err
 }

@@ -56,6 +56,9 @@ type Tx interface {
 	GetSession(ctx context.Context, id string) (*Session, error)
 	GetSessionByKey(ctx context.Context, agent, key string) (*Session, error)
 	UpdateSession(ctx context.Context, s *Session) error
+	// SetSessionIdleSince sets (or, with nil, clears) a Session's idle time
+	// alone, without reading the row.
+	SetSessionIdleSince(ctx context.Context, id string, t *time.Time) error
 	ListSessions(ctx context.Context, f SessionFilter) ([]Session, error)
 	// SessionsWithWork returns IDs of Sessions that have queued or running Turns.
 	SessionsWithWork(ctx context.Context) ([]string, error)

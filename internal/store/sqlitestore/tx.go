@@ -232,6 +232,10 @@ func (t *tx) GetSessionByKey(ctx context.Context, agent, key string) (*store.Ses
 	return &ss[0], nil
 }
 
+func (t *tx) SetSessionIdleSince(ctx context.Context, id string, at *time.Time) error {
+	return t.exec(ctx, `UPDATE sessions SET idle_since = ? WHERE id = ?`, nullMicros(at), id)
+}
+
 func (t *tx) UpdateSession(ctx context.Context, s *store.Session) error {
 	return t.exec(ctx, `UPDATE sessions SET computer_id = ?, status = ?, idle_since = ?, initial_turn_id = ? WHERE id = ?`,
 		s.ComputerID, s.Status, nullMicros(s.IdleSince), s.InitialTurnID, s.ID)

@@ -594,6 +594,22 @@ func testUpdateSession(t *testing.T, s store.Store) {
 		check(t, "other Session", *other, storedSession(*newSession("ses-2", "a", "")))
 		return nil
 	})
+	// SetSessionIdleSince changes the idle time alone.
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		wantOK(t, "SetSessionIdleSince", tx.SetSessionIdleSince(ctx, ses.ID, ptr(at(11))))
+		got, err := tx.GetSession(ctx, ses.ID)
+		if err != nil {
+			t.Fatalf("GetSession: %v", err)
+		}
+		want := changed
+		want.IdleSince = ptr(at(11))
+		check(t, "Session after SetSessionIdleSince", *got, storedSession(want))
+		wantOK(t, "SetSessionIdleSince(nil)", tx.SetSessionIdleSince(ctx, ses.ID, nil))
+		if got, _ := tx.GetSession(ctx, ses.ID); got.IdleSince != nil {
+			t.Errorf("IdleSince after clearing: %v", got.IdleSince)
+		}
+		return nil
+	})
 	// IdleSince goes back to nil.
 	changed.IdleSince = nil
 	changed.Status = "closed"
