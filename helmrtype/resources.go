@@ -165,7 +165,6 @@ const (
 	EventMessageStarted   = "message.started"
 	EventMessageDelivered = "message.delivered"
 	EventMessageRejected  = "message.rejected"
-	EventProcessStarted   = "session.process_started"
 	EventProcessStopped   = "session.process_stopped"
 	EventProcessFailed    = "session.process_failed"
 	EventSessionDeadline  = "session.deadline"

@@ -52,7 +52,6 @@ const (
 const (
 	ReasonInterrupted = "interrupted"
 	ReasonDeadline    = "deadline"
-	ReasonShutdown    = "shutdown"
 )
 
 // Msg is one protocol message. Type selects which fields are meaningful.
