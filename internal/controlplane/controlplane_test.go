@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"go.uber.org/goleak"
 )
 
 func TestOneControlPlanePerDataDir(t *testing.T) {
@@ -31,4 +33,9 @@ func TestOneControlPlanePerDataDir(t *testing.T) {
 		t.Fatalf("open after a refused configuration: %v", err)
 	}
 	cp3.Close(ctx)
+}
+
+func TestMain(m *testing.M) {
+	// Opening and closing a control plane leaves no goroutine behind.
+	goleak.VerifyTestMain(m)
 }
