@@ -1,0 +1,233 @@
+// Package pgstore is the PostgreSQL implementation of store.Store, for
+// control planes that outgrow one machine: a pgx connection pool, one
+// database transaction per Update, and a REPEATABLE READ snapshot per View.
+//
+// Several processes may share one database. Within an Update, the first
+// call that names a Session takes a transaction-scoped advisory lock on it,
+// so Updates of one Session run one after another, as with the SQLite
+// store's single writer, and event sequences stay gapless; migrations run
+// under a database-wide advisory lock. The SQLite store's group commit has
+// no counterpart here: PostgreSQL commits concurrent transactions together
+// by itself.
+package pgstore
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/helmr-go/helmr/internal/store"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// migrationLockKey is the advisory lock held while migrations run, so that
+// nodes starting together apply each migration once.
+const migrationLockKey int64 = 0x68656c6d72 // "helmr"
+
+// Options configure Open.
+type Options struct {
+	// MaxConns bounds the connection pool; 0 keeps pgx's default (the
+	// larger of 4 and the number of CPUs) unless the URL sets
+	// pool_max_conns.
+	MaxConns int32
+	// Logger receives store diagnostics; nil discards them.
+	Logger *slog.Logger
+}
+
+// Store is a PostgreSQL-backed store.Store.
+type Store struct {
+	log  *slog.Logger
+	pool *pgxpool.Pool
+}
+
+// Open connects to the PostgreSQL database at url (a postgres:// URL or a
+// key=value connection string that pgx accepts) and applies the embedded
+// migrations. It refuses a database whose schema is newer than this binary
+// knows with ErrSchemaTooNew.
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: %w", err)
+	}
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: %w", err)
+	}
+	s := &Store{log: opts.Logger, pool: pool}
+	if err := s.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close closes the pool, waiting for connections in use to be returned.
+// Calling it again does nothing.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// Migration is one embedded schema migration.
+type Migration struct {
+	Version int
+	Name    string
+	SQL     string
+}
+
+// Migrations lists the embedded migrations in order. Their versions and
+// names are those of the SQLite store's migrations.
+func Migrations() ([]Migration, error) {
+	entries, err := fs.Glob(migrationFS, "migrations/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	var out []Migration
+	for _, e := range entries {
+		base := strings.TrimPrefix(e, "migrations/")
+		num, name, ok := strings.Cut(strings.TrimSuffix(base, ".sql"), "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("pgstore: migration file %s: want NNNN_name.sql", base)
+		}
+		b, err := migrationFS.ReadFile(e)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Migration{Version: v, Name: name, SQL: string(b)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	return out, nil
+}
+
+// ErrSchemaTooNew is returned by Open when the database has migrations this
+// binary does not know.
+var ErrSchemaTooNew = errors.New("pgstore: the database schema is newer than this helmr; upgrade helmr")
+
+// migrate applies the migrations the database lacks, each in its own
+// transaction, holding an advisory lock so that concurrent Opens apply each
+// one once.
+func (s *Store) migrate(ctx context.Context) error {
+	ms, err := Migrations()
+	if err != nil {
+		return err
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("pgstore: connect: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrationLockKey); err != nil {
+		return fmt.Errorf("pgstore: migrate: %w", err)
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrationLockKey)
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, name text NOT NULL)`); err != nil {
+		return fmt.Errorf("pgstore: migrate: %w", err)
+	}
+	var cur int
+	if err := conn.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&cur); err != nil {
+		return fmt.Errorf("pgstore: migrate: %w", err)
+	}
+	if len(ms) > 0 && cur > ms[len(ms)-1].Version {
+		return ErrSchemaTooNew
+	}
+	for _, m := range ms {
+		if m.Version <= cur {
+			continue
+		}
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			// No arguments: pgx sends the file with the simple protocol,
+			// which runs several statements.
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations(version, name) VALUES ($1, $2)`, m.Version, m.Name)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("pgstore: migration %04d_%s: %w", m.Version, m.Name, err)
+		}
+		s.log.Info("applied migration", "version", m.Version, "name", m.Name)
+	}
+	return nil
+}
+
+// Update runs fn in one READ COMMITTED transaction, with per-Session locks
+// (see the package doc), and commits it when fn returns nil. fn runs once; it is not retried, so a transaction that
+// PostgreSQL aborts (a deadlock, a lost connection) makes Update fail.
+// Once fn has returned nil the commit is not interrupted by ctx, so that
+// the outcome Update reports is the one stored.
+func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	ptx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted, AccessMode: pgx.ReadWrite})
+	if err != nil {
+		return fmt.Errorf("pgstore: begin: %w", err)
+	}
+	t := &tx{q: ptx, locked: map[string]bool{}, seqs: map[string]int64{}}
+	if err := runFn(fn, t); err != nil {
+		if rerr := ptx.Rollback(context.WithoutCancel(ctx)); rerr != nil && !errors.Is(rerr, pgx.ErrTxClosed) {
+			s.log.Warn("rollback", "err", rerr)
+		}
+		return err
+	}
+	if err := ptx.Commit(context.WithoutCancel(ctx)); err != nil {
+		return fmt.Errorf("pgstore: commit: %w", err)
+	}
+	return nil
+}
+
+// View runs fn in a READ ONLY, REPEATABLE READ transaction: every read of
+// fn sees the same snapshot. Writes are refused before they reach the
+// server, so the transaction stays usable after one.
+func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
+	ptx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return fmt.Errorf("pgstore: begin read: %w", err)
+	}
+	defer ptx.Rollback(context.WithoutCancel(ctx))
+	return runFn(fn, &tx{q: ptx, readOnly: true})
+}
+
+func runFn(fn func(store.Tx) error, t store.Tx) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("pgstore: update panicked: %v", r)
+		}
+	}()
+	return fn(t)
+}
+
+// mapErr turns driver errors into the store's sentinel errors.
+func mapErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.ErrNotFound
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23505" {
+		return store.ErrDuplicate
+	}
+	return err
+}

@@ -1,0 +1,571 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/helmr-go/helmr/internal/store"
+)
+
+// errReadOnly refuses a write in a View. It is returned before the
+// statement reaches the server: PostgreSQL would abort the whole read
+// transaction on it.
+var errReadOnly = errors.New("pgstore: write in a read-only transaction")
+
+// tx is a store.Tx on one PostgreSQL transaction.
+//
+// A statement that fails aborts a PostgreSQL transaction, and the store
+// promises that ErrDuplicate and ErrNotFound leave it usable. So inserts
+// use ON CONFLICT DO NOTHING and report ErrDuplicate when they stored no
+// row, and lookups report ErrNotFound for an empty result: neither is a
+// failed statement, and no savepoint is needed.
+//
+// Session locks: in an Update, the first call that names a Session (by ID,
+// or by agent and key) takes a transaction-scoped advisory lock on it,
+// before its statement runs. Updates of one Session therefore run one
+// after another, as they do in the SQLite store's single writer: in READ
+// COMMITTED every statement after the lock sees all that the previous
+// holder committed, so read-modify-write sequences (MaxTurnSequence then
+// InsertTurn, GetSession then UpdateSession) and event sequences are safe
+// across connections and nodes. Locks need no row (events are appended for
+// Sessions that have none) and are released at commit or rollback. An
+// Update that names two Sessions may deadlock with one naming them in the
+// other order; PostgreSQL then aborts one of them, whose Update fails.
+// Views take no locks.
+type tx struct {
+	q        pgx.Tx
+	readOnly bool
+	// locked holds the lock keys this (write) transaction holds.
+	locked map[string]bool
+	// seqs holds the last event sequence of locked Sessions that this
+	// transaction has read or assigned.
+	seqs map[string]int64
+}
+
+const lockSQL = `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`
+
+// sessionKeyLock is the lock key of a Session's agent and key, taken by
+// GetSessionByKey and InsertSession so that concurrent creates with one key
+// see each other.
+func sessionKeyLock(agent, key string) string { return "session-key\n" + agent + "\n" + key }
+
+// needsLock reports whether the transaction must still take lock key.
+func (t *tx) needsLock(key string) bool { return !t.readOnly && key != "" && !t.locked[key] }
+
+// lock takes the advisory lock key unless the transaction holds it.
+func (t *tx) lock(ctx context.Context, key string) error {
+	if !t.needsLock(key) {
+		return nil
+	}
+	if _, err := t.q.Exec(ctx, lockSQL, key); err != nil {
+		return err
+	}
+	t.locked[key] = true
+	return nil
+}
+
+// row runs a single-row query after taking lock key, both in one round
+// trip when the lock is still to be taken. (Each statement of a batch has
+// its own snapshot, taken after the one before it finished.)
+func (t *tx) row(ctx context.Context, key string, q string, args ...any) pgx.Row {
+	if !t.needsLock(key) {
+		return t.q.QueryRow(ctx, q, args...)
+	}
+	b := &pgx.Batch{}
+	b.Queue(lockSQL, key)
+	b.Queue(q, args...)
+	return &lockedRow{t: t, key: key, br: t.q.SendBatch(ctx, b)}
+}
+
+type lockedRow struct {
+	t   *tx
+	key string
+	br  pgx.BatchResults
+}
+
+func (r *lockedRow) Scan(dest ...any) error {
+	_, err := r.br.Exec()
+	if err == nil {
+		r.t.locked[r.key] = true
+		err = r.br.QueryRow().Scan(dest...)
+	}
+	if cerr := r.br.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// query runs a query after taking lock key.
+func (t *tx) query(ctx context.Context, key string, q string, args ...any) (pgx.Rows, error) {
+	if err := t.lock(ctx, key); err != nil {
+		return nil, mapErr(err)
+	}
+	return t.q.Query(ctx, q, args...)
+}
+
+func (t *tx) write() error {
+	if t.readOnly {
+		return errReadOnly
+	}
+	return nil
+}
+
+// exec runs a write statement after taking lock key ("" for none).
+func (t *tx) exec(ctx context.Context, key string, q string, args ...any) error {
+	if err := t.write(); err != nil {
+		return err
+	}
+	if err := t.lock(ctx, key); err != nil {
+		return mapErr(err)
+	}
+	_, err := t.q.Exec(ctx, q, args...)
+	return mapErr(err)
+}
+
+// insert runs an INSERT ... ON CONFLICT DO NOTHING after taking lock keys
+// and reports ErrDuplicate when it stored nothing.
+func (t *tx) insert(ctx context.Context, keys []string, q string, args ...any) error {
+	if err := t.write(); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := t.lock(ctx, k); err != nil {
+			return mapErr(err)
+		}
+	}
+	tag, err := t.q.Exec(ctx, q+` ON CONFLICT DO NOTHING`, args...)
+	if err != nil {
+		return mapErr(err)
+	}
+	if tag.RowsAffected() == 0 {
+		return store.ErrDuplicate
+	}
+	return nil
+}
+
+// one runs a query expected to return at most one row and scans it.
+func (t *tx) one(ctx context.Context, q string, args []any, dest ...any) error {
+	return mapErr(t.q.QueryRow(ctx, q, args...).Scan(dest...))
+}
+
+// utc gives a stored time back in UTC.
+func utc(v time.Time) time.Time { return v.UTC() }
+
+func utcPtr(v *time.Time) *time.Time {
+	if v == nil {
+		return nil
+	}
+	u := v.UTC()
+	return &u
+}
+
+// blob stores JSON as bytes, nil as NULL.
+func blob(b json.RawMessage) []byte {
+	if b == nil {
+		return nil
+	}
+	return []byte(b)
+}
+
+// notNull stores a nil manifest as empty text, as the SQLite store does.
+func notNull(b json.RawMessage) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return []byte(b)
+}
+
+func raw(b []byte) json.RawMessage {
+	if b == nil {
+		return nil
+	}
+	return json.RawMessage(b)
+}
+
+func (t *tx) GetMeta(ctx context.Context, key string) (string, error) {
+	var v string
+	err := t.one(ctx, `SELECT value FROM meta WHERE key = $1`, []any{key}, &v)
+	return v, err
+}
+
+func (t *tx) PutMeta(ctx context.Context, key, value string) error {
+	return t.exec(ctx, "", `INSERT INTO meta(key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value`, key, value)
+}
+
+func (t *tx) InsertAPIKey(ctx context.Context, k *store.APIKey) error {
+	return t.insert(ctx, nil, `INSERT INTO api_keys(id, name, hash, created_at) VALUES ($1, $2, $3, $4)`, k.ID, k.Name, k.Hash, k.CreatedAt)
+}
+
+func (t *tx) GetAPIKeyByHash(ctx context.Context, hash string) (*store.APIKey, error) {
+	var k store.APIKey
+	if err := t.one(ctx, `SELECT id, name, hash, created_at FROM api_keys WHERE hash = $1`, []any{hash}, &k.ID, &k.Name, &k.Hash, &k.CreatedAt); err != nil {
+		return nil, err
+	}
+	k.CreatedAt = utc(k.CreatedAt)
+	return &k, nil
+}
+
+const deploymentCols = `id, digest, manifest, binary_path, created_at`
+
+func scanDeployment(row pgx.Row) (*store.Deployment, error) {
+	var d store.Deployment
+	var manifest []byte
+	if err := row.Scan(&d.ID, &d.Digest, &manifest, &d.BinaryPath, &d.CreatedAt); err != nil {
+		return nil, mapErr(err)
+	}
+	d.Manifest = raw(manifest)
+	d.CreatedAt = utc(d.CreatedAt)
+	return &d, nil
+}
+
+func (t *tx) InsertDeployment(ctx context.Context, d *store.Deployment) error {
+	return t.insert(ctx, nil, `INSERT INTO deployments(`+deploymentCols+`) VALUES ($1, $2, $3, $4, $5)`,
+		d.ID, d.Digest, notNull(d.Manifest), d.BinaryPath, d.CreatedAt)
+}
+
+func (t *tx) GetDeployment(ctx context.Context, id string) (*store.Deployment, error) {
+	return scanDeployment(t.q.QueryRow(ctx, `SELECT `+deploymentCols+` FROM deployments WHERE id = $1`, id))
+}
+
+func (t *tx) GetDeploymentByDigest(ctx context.Context, digest string) (*store.Deployment, error) {
+	return scanDeployment(t.q.QueryRow(ctx, `SELECT `+deploymentCols+` FROM deployments WHERE digest = $1`, digest))
+}
+
+func (t *tx) ListDeployments(ctx context.Context, beforeID string, limit int) ([]store.Deployment, error) {
+	q := `SELECT ` + deploymentCols + ` FROM deployments`
+	args := []any{}
+	if beforeID != "" {
+		q += ` WHERE id < $1`
+		args = append(args, beforeID)
+	}
+	args = append(args, limit)
+	q += fmt.Sprintf(` ORDER BY id DESC LIMIT $%d`, len(args))
+	rows, err := t.q.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Deployment
+	for rows.Next() {
+		d, err := scanDeployment(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *d)
+	}
+	return out, rows.Err()
+}
+
+const sessionCols = `id, deployment_id, root_session_id, agent, template, computer_id, parent_session_id,
+ requester_session_id, key, status, close_after_idle, hibernate_after_idle, max_turn_duration,
+ idle_since, initial_turn_id, created_at`
+
+func scanSession(row pgx.Row) (*store.Session, error) {
+	var s store.Session
+	if err := row.Scan(&s.ID, &s.DeploymentID, &s.RootSessionID, &s.Agent, &s.Template, &s.ComputerID, &s.ParentSessionID,
+		&s.RequesterSessionID, &s.Key, &s.Status, &s.CloseAfterIdle, &s.HibernateAfterIdle, &s.MaxTurnDuration,
+		&s.IdleSince, &s.InitialTurnID, &s.CreatedAt); err != nil {
+		return nil, err
+	}
+	s.IdleSince = utcPtr(s.IdleSince)
+	s.CreatedAt = utc(s.CreatedAt)
+	return &s, nil
+}
+
+func (t *tx) InsertSession(ctx context.Context, s *store.Session) error {
+	keys := []string{s.ID}
+	if s.Key != "" {
+		keys = append(keys, sessionKeyLock(s.Agent, s.Key))
+	}
+	return t.insert(ctx, keys, `INSERT INTO sessions(`+sessionCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
+		s.ID, s.DeploymentID, s.RootSessionID, s.Agent, s.Template, s.ComputerID, s.ParentSessionID,
+		s.RequesterSessionID, s.Key, s.Status, s.CloseAfterIdle, s.HibernateAfterIdle, s.MaxTurnDuration,
+		s.IdleSince, s.InitialTurnID, s.CreatedAt)
+}
+
+func (t *tx) querySessions(ctx context.Context, q string, args ...any) ([]store.Session, error) {
+	rows, err := t.q.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Session
+	for rows.Next() {
+		s, err := scanSession(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *s)
+	}
+	return out, rows.Err()
+}
+
+func (t *tx) oneSession(ctx context.Context, key string, q string, args ...any) (*store.Session, error) {
+	s, err := scanSession(t.row(ctx, key, q, args...))
+	return s, mapErr(err)
+}
+
+func (t *tx) GetSession(ctx context.Context, id string) (*store.Session, error) {
+	return t.oneSession(ctx, id, `SELECT `+sessionCols+` FROM sessions WHERE id = $1`, id)
+}
+
+func (t *tx) GetSessionByKey(ctx context.Context, agent, key string) (*store.Session, error) {
+	return t.oneSession(ctx, sessionKeyLock(agent, key), `SELECT `+sessionCols+` FROM sessions WHERE agent = $1 AND key = $2 AND key <> ''`, agent, key)
+}
+
+func (t *tx) SetSessionIdleSince(ctx context.Context, id string, at *time.Time) error {
+	return t.exec(ctx, id, `UPDATE sessions SET idle_since = $1 WHERE id = $2`, at, id)
+}
+
+func (t *tx) UpdateSession(ctx context.Context, s *store.Session) error {
+	return t.exec(ctx, s.ID, `UPDATE sessions SET computer_id = $1, status = $2, idle_since = $3, initial_turn_id = $4 WHERE id = $5`,
+		s.ComputerID, s.Status, s.IdleSince, s.InitialTurnID, s.ID)
+}
+
+func (t *tx) ListSessions(ctx context.Context, f store.SessionFilter) ([]store.Session, error) {
+	q := `SELECT ` + sessionCols + ` FROM sessions WHERE true`
+	var args []any
+	add := func(cond string, v any) {
+		args = append(args, v)
+		q += fmt.Sprintf(` AND `+cond, len(args))
+	}
+	if f.Agent != "" {
+		add("agent = $%d", f.Agent)
+	}
+	if f.Key != "" {
+		add("key = $%d", f.Key)
+	}
+	if f.ParentSessionID != "" {
+		add("parent_session_id = $%d", f.ParentSessionID)
+	}
+	if f.RequesterSessionID != "" {
+		add("requester_session_id = $%d", f.RequesterSessionID)
+	}
+	if f.AfterID != "" {
+		add("id > $%d", f.AfterID)
+	}
+	if len(f.Statuses) > 0 {
+		add("status = ANY($%d::text[])", f.Statuses)
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	args = append(args, limit)
+	q += fmt.Sprintf(` ORDER BY id LIMIT $%d`, len(args))
+	return t.querySessions(ctx, q, args...)
+}
+
+func (t *tx) SessionsWithWork(ctx context.Context) ([]string, error) {
+	rows, err := t.q.Query(ctx, `SELECT DISTINCT session_id FROM turns WHERE status IN ('queued', 'running') ORDER BY session_id`)
+	if err != nil {
+		return nil, err
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if len(out) == 0 {
+		out = nil
+	}
+	return out, err
+}
+
+const turnCols = `id, session_id, sequence, status, input, source, created_at, started_at, terminal_at,
+ result, response, response_staged, error_code, error_message, output_bytes, last_op`
+
+func scanTurn(row pgx.Row) (*store.Turn, error) {
+	var t store.Turn
+	var input, source, result, response []byte
+	if err := row.Scan(&t.ID, &t.SessionID, &t.Sequence, &t.Status, &input, &source, &t.CreatedAt, &t.StartedAt, &t.TerminalAt,
+		&result, &response, &t.ResponseStaged, &t.ErrorCode, &t.ErrorMessage, &t.OutputBytes, &t.LastOp); err != nil {
+		return nil, err
+	}
+	t.Input, t.Source, t.Result, t.Response = raw(input), raw(source), raw(result), raw(response)
+	t.CreatedAt = utc(t.CreatedAt)
+	t.StartedAt = utcPtr(t.StartedAt)
+	t.TerminalAt = utcPtr(t.TerminalAt)
+	return &t, nil
+}
+
+func (t *tx) InsertTurn(ctx context.Context, tr *store.Turn) error {
+	return t.insert(ctx, []string{tr.SessionID}, `INSERT INTO turns(`+turnCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
+		tr.ID, tr.SessionID, tr.Sequence, tr.Status, blob(tr.Input), blob(tr.Source), tr.CreatedAt,
+		tr.StartedAt, tr.TerminalAt, blob(tr.Result), blob(tr.Response), tr.ResponseStaged,
+		tr.ErrorCode, tr.ErrorMessage, tr.OutputBytes, tr.LastOp)
+}
+
+func (t *tx) queryTurns(ctx context.Context, key string, q string, args ...any) ([]store.Turn, error) {
+	rows, err := t.query(ctx, key, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Turn
+	for rows.Next() {
+		tr, err := scanTurn(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *tr)
+	}
+	return out, rows.Err()
+}
+
+func (t *tx) oneTurn(ctx context.Context, key string, q string, args ...any) (*store.Turn, error) {
+	tr, err := scanTurn(t.row(ctx, key, q, args...))
+	return tr, mapErr(err)
+}
+
+func (t *tx) GetTurn(ctx context.Context, sessionID, turnID string) (*store.Turn, error) {
+	return t.oneTurn(ctx, sessionID, `SELECT `+turnCols+` FROM turns WHERE id = $1 AND session_id = $2`, turnID, sessionID)
+}
+
+func (t *tx) UpdateTurn(ctx context.Context, tr *store.Turn) error {
+	return t.exec(ctx, tr.SessionID, `UPDATE turns SET status = $1, started_at = $2, terminal_at = $3, result = $4, response = $5,
+ response_staged = $6, error_code = $7, error_message = $8, output_bytes = $9, last_op = $10 WHERE session_id = $11 AND sequence = $12`,
+		tr.Status, tr.StartedAt, tr.TerminalAt, blob(tr.Result), blob(tr.Response),
+		tr.ResponseStaged, tr.ErrorCode, tr.ErrorMessage, tr.OutputBytes, tr.LastOp, tr.SessionID, tr.Sequence)
+}
+
+func (t *tx) ListTurns(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]store.Turn, error) {
+	return t.queryTurns(ctx, sessionID, `SELECT `+turnCols+` FROM turns WHERE session_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3`, sessionID, afterSeq, limit)
+}
+
+func (t *tx) MaxTurnSequence(ctx context.Context, sessionID string) (int64, error) {
+	var n int64
+	err := mapErr(t.row(ctx, sessionID, `SELECT COALESCE(MAX(sequence), 0) FROM turns WHERE session_id = $1`, sessionID).Scan(&n))
+	return n, err
+}
+
+func (t *tx) ActiveTurn(ctx context.Context, sessionID string) (*store.Turn, error) {
+	return t.oneTurn(ctx, sessionID, `SELECT `+turnCols+` FROM turns
+ WHERE status IN ('queued', 'running') AND session_id = $1 ORDER BY status = 'running' DESC, sequence LIMIT 1`, sessionID)
+}
+
+func (t *tx) TurnsWithStatus(ctx context.Context, status string) ([]store.Turn, error) {
+	return t.queryTurns(ctx, "", `SELECT `+turnCols+` FROM turns WHERE status = $1 ORDER BY session_id, sequence`, status)
+}
+
+const messageCols = `id, session_id, turn_id, content, source, status, created_at`
+
+func (t *tx) InsertMessage(ctx context.Context, m *store.Message) error {
+	return t.insert(ctx, []string{m.SessionID}, `INSERT INTO messages(`+messageCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		m.ID, m.SessionID, m.TurnID, []byte(m.Content), []byte(m.Source), m.Status, m.CreatedAt)
+}
+
+func (t *tx) queryMessages(ctx context.Context, q string, args ...any) ([]store.Message, error) {
+	rows, err := t.q.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Message
+	for rows.Next() {
+		var m store.Message
+		var content, source []byte
+		if err := rows.Scan(&m.ID, &m.SessionID, &m.TurnID, &content, &source, &m.Status, &m.CreatedAt); err != nil {
+			return nil, err
+		}
+		m.Content, m.Source, m.CreatedAt = raw(content), raw(source), utc(m.CreatedAt)
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+func (t *tx) GetMessage(ctx context.Context, id string) (*store.Message, error) {
+	ms, err := t.queryMessages(ctx, `SELECT `+messageCols+` FROM messages WHERE id = $1`, id)
+	if err != nil {
+		return nil, err
+	}
+	if len(ms) == 0 {
+		return nil, store.ErrNotFound
+	}
+	return &ms[0], nil
+}
+
+func (t *tx) UpdateMessage(ctx context.Context, m *store.Message) error {
+	return t.exec(ctx, "", `UPDATE messages SET status = $1 WHERE id = $2`, m.Status, m.ID)
+}
+
+func (t *tx) PendingMessages(ctx context.Context, turnID string) ([]store.Message, error) {
+	return t.queryMessages(ctx, `SELECT `+messageCols+` FROM messages WHERE turn_id = $1 AND status = 'admitted' ORDER BY created_at, id`, turnID)
+}
+
+// AppendEvent assigns the next sequence of the Session under its lock (see
+// tx): the last sequence is read after the lock is granted, and the lock is
+// held to the end of the transaction, so sequences stay gapless and in
+// commit order. Later appends in the same transaction count on.
+func (t *tx) AppendEvent(ctx context.Context, e *store.Event) error {
+	if err := t.write(); err != nil {
+		return err
+	}
+	last, err := t.LastEventSequence(ctx, e.SessionID)
+	if err != nil {
+		return err
+	}
+	data := e.Data
+	if data == nil {
+		data = json.RawMessage("{}")
+	}
+	if _, err := t.q.Exec(ctx, `INSERT INTO events(session_id, sequence, turn_id, kind, data, created_at) VALUES ($1, $2, $3, $4, $5, $6)`,
+		e.SessionID, last+1, e.TurnID, e.Kind, []byte(data), e.CreatedAt); err != nil {
+		return mapErr(err)
+	}
+	e.Sequence = last + 1
+	t.seqs[e.SessionID] = e.Sequence
+	return nil
+}
+
+func (t *tx) ListEvents(ctx context.Context, sessionID string, after int64, limit int) ([]store.Event, error) {
+	rows, err := t.query(ctx, sessionID, `SELECT session_id, sequence, turn_id, kind, data, created_at FROM events
+ WHERE session_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3`, sessionID, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Event
+	for rows.Next() {
+		var e store.Event
+		var data []byte
+		if err := rows.Scan(&e.SessionID, &e.Sequence, &e.TurnID, &e.Kind, &data, &e.CreatedAt); err != nil {
+			return nil, err
+		}
+		e.Data, e.CreatedAt = raw(data), utc(e.CreatedAt)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+func (t *tx) LastEventSequence(ctx context.Context, sessionID string) (int64, error) {
+	if n, ok := t.seqs[sessionID]; ok {
+		return n, nil
+	}
+	var n int64
+	err := t.row(ctx, sessionID, `SELECT COALESCE(MAX(sequence), 0) FROM events WHERE session_id = $1`, sessionID).Scan(&n)
+	if err != nil {
+		return 0, mapErr(err)
+	}
+	if !t.readOnly {
+		t.seqs[sessionID] = n // the lock keeps it current
+	}
+	return n, nil
+}
+
+func (t *tx) GetIdempotency(ctx context.Context, scope, key string) (*store.Idempotency, error) {
+	var r store.Idempotency
+	var resp []byte
+	if err := t.one(ctx, `SELECT scope, key, digest, response, created_at FROM idempotency WHERE scope = $1 AND key = $2`,
+		[]any{scope, key}, &r.Scope, &r.Key, &r.Digest, &resp, &r.CreatedAt); err != nil {
+		return nil, err
+	}
+	r.Response, r.CreatedAt = raw(resp), utc(r.CreatedAt)
+	return &r, nil
+}
+
+func (t *tx) InsertIdempotency(ctx context.Context, r *store.Idempotency) error {
+	return t.insert(ctx, nil, `INSERT INTO idempotency(scope, key, digest, response, created_at) VALUES ($1, $2, $3, $4, $5)`,
+		r.Scope, r.Key, r.Digest, []byte(r.Response), r.CreatedAt)
+}
