@@ -20,6 +20,7 @@ import (
 	"github.com/helmr-go/helmr/internal/protocol"
 	"github.com/helmr-go/helmr/internal/server"
 	"github.com/helmr-go/helmr/internal/store"
+	"github.com/helmr-go/helmr/internal/store/pgstore"
 	"github.com/helmr-go/helmr/internal/store/sqlitestore"
 	"github.com/helmr-go/helmr/internal/supervisor"
 )
@@ -28,7 +29,8 @@ import (
 type Config struct {
 	// DataDir holds the database, deployments, computers and the socket.
 	DataDir string
-	// Database is "sqlite:PATH" (default DataDir/helmr.db).
+	// Database is "sqlite:PATH" (default DataDir/helmr.db) or a PostgreSQL
+	// URL ("postgres://…"); one node per database until the scale-out work.
 	Database string
 	// Synchronous is the SQLite synchronous mode: FULL (default) or NORMAL.
 	Synchronous string
@@ -68,19 +70,11 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, err
 	}
-	dbPath := filepath.Join(cfg.DataDir, "helmr.db")
-	if cfg.Database != "" {
-		p, ok := strings.CutPrefix(cfg.Database, "sqlite:")
-		if !ok {
-			return nil, fmt.Errorf("controlplane: database %q: only sqlite:PATH is supported by this build", cfg.Database)
-		}
-		dbPath = p
-	}
 	lock, err := lockDir(cfg.DataDir)
 	if err != nil {
 		return nil, err
 	}
-	st, err := sqlitestore.Open(ctx, dbPath, sqlitestore.Options{Synchronous: cfg.Synchronous, Logger: cfg.Logger})
+	st, err := openStore(ctx, cfg)
 	if err != nil {
 		lock.Close()
 		return nil, err
@@ -115,6 +109,20 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		return nil, err
 	}
 	return cp, nil
+}
+
+// openStore opens the configured store: SQLite in DataDir by default,
+// "sqlite:PATH", or PostgreSQL ("postgres://…" or "postgresql://…").
+func openStore(ctx context.Context, cfg Config) (store.Store, error) {
+	switch db := cfg.Database; {
+	case db == "":
+		return sqlitestore.Open(ctx, filepath.Join(cfg.DataDir, "helmr.db"), sqlitestore.Options{Synchronous: cfg.Synchronous, Logger: cfg.Logger})
+	case strings.HasPrefix(db, "sqlite:"):
+		return sqlitestore.Open(ctx, strings.TrimPrefix(db, "sqlite:"), sqlitestore.Options{Synchronous: cfg.Synchronous, Logger: cfg.Logger})
+	case strings.HasPrefix(db, "postgres://"), strings.HasPrefix(db, "postgresql://"):
+		return pgstore.Open(ctx, db, pgstore.Options{Logger: cfg.Logger})
+	}
+	return nil, fmt.Errorf("controlplane: database %q: want sqlite:PATH or postgres://…", cfg.Database)
 }
 
 // ready reports whether the store answers reads.

@@ -24,7 +24,7 @@ func TestOneControlPlanePerDataDir(t *testing.T) {
 		t.Fatalf("open after close: %v", err)
 	}
 	cp2.Close(ctx)
-	if _, err := Open(ctx, Config{DataDir: dir, Database: "postgres://x"}); err == nil {
+	if _, err := Open(ctx, Config{DataDir: dir, Database: "mysql://x"}); err == nil {
 		t.Fatal("unsupported database accepted")
 	}
 	// A refused configuration leaves the directory free.

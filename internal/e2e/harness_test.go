@@ -18,6 +18,7 @@ import (
 	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/controlplane"
 	"github.com/helmr-go/helmr/internal/deploy"
+	"github.com/helmr-go/helmr/internal/store/pgstore/pgtest"
 )
 
 var (
@@ -43,7 +44,7 @@ func agentBinary(t *testing.T) *deploy.Built {
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := pgtest.Main(m) // a PostgreSQL server for the tests that use one
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}
@@ -71,12 +72,19 @@ func startPlane(t *testing.T, dataDir string) *plane {
 // startPlaneAt is startPlane listening on addr.
 func startPlaneAt(t *testing.T, dataDir, addr string) *plane {
 	t.Helper()
+	return startPlaneWith(t, dataDir, addr, "")
+}
+
+// startPlaneWith is startPlaneAt on the given database ("" for SQLite in
+// dataDir).
+func startPlaneWith(t *testing.T, dataDir, addr, database string) *plane {
+	t.Helper()
 	b := agentBinary(t)
 	if dataDir == "" {
 		dataDir = t.TempDir()
 	}
 	ctx := context.Background()
-	cp, err := controlplane.Open(ctx, controlplane.Config{DataDir: dataDir})
+	cp, err := controlplane.Open(ctx, controlplane.Config{DataDir: dataDir, Database: database})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/store/pgstore/pgtest"
 )
 
 func TestRestartWithQueuedTurns(t *testing.T) {
@@ -145,5 +146,45 @@ func TestSIGTERMWithQueuedTurnsLosesNone(t *testing.T) {
 	}
 	if o := p.wait(r.Session.ID, next.ID); o.Status != "completed" || o.Response.PlainText() != "after" {
 		t.Fatalf("queued turn after SIGTERM: %+v", o.Error)
+	}
+}
+
+func TestCoreOnPostgreSQL(t *testing.T) {
+	db := pgtest.URL(t)
+	dir := t.TempDir()
+	p := startPlaneWith(t, dir, "127.0.0.1:0", db)
+	r := p.create("echo", text("sleep 1h"))
+	var queued []helmrtype.TurnState
+	for _, in := range []string{"one", "two", "three"} {
+		var ts helmrtype.TurnState
+		p.must("POST", "/v1/sessions/"+r.Session.ID+"/turns", helmrtype.EnqueueRequest{Input: text(in)}, &ts)
+		queued = append(queued, ts)
+	}
+	p.waitEvent(r.Session.ID, "turn.running")
+	p.stop()
+	// The same database, a new control plane: queued Turns run in order.
+	p2 := startPlaneWith(t, dir, "127.0.0.1:0", db)
+	if o := p2.wait(r.Session.ID, r.Turn.ID); o.Status != "interrupted" {
+		t.Fatalf("running turn after restart: %+v", o)
+	}
+	for i, ts := range queued {
+		if o := p2.wait(r.Session.ID, ts.ID); o.Status != "completed" || o.Response.PlainText() != []string{"one", "two", "three"}[i] {
+			t.Fatalf("turn %d: %+v", i, o)
+		}
+	}
+	c := p2.create("chat", text("start"))
+	p2.waitEvent(c.Session.ID, "turn.running")
+	p2.send(c.Session.ID, c.Turn.ID, "ok one")
+	p2.send(c.Session.ID, c.Turn.ID, "no")
+	p2.send(c.Session.ID, c.Turn.ID, "done")
+	if o := p2.wait(c.Session.ID, c.Turn.ID); o.Status != "completed" || string(o.Result) != `["ok one"]` {
+		t.Fatalf("messages on PostgreSQL: %+v %s", o, o.Result)
+	}
+	seq := int64(0)
+	for _, e := range p2.events(r.Session.ID) {
+		if e.Sequence != seq+1 {
+			t.Fatalf("timeline sequence %d after %d", e.Sequence, seq)
+		}
+		seq = e.Sequence
 	}
 }
