@@ -9,6 +9,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -27,9 +28,10 @@ import (
 	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/store/pgstore/pgtest"
 )
 
-var cpuProfile string
+var cpuProfile, storeKind string
 
 func main() {
 	turns := flag.Int("turns", 10000, "Turns in the throughput phase over many Sessions")
@@ -38,6 +40,7 @@ func main() {
 	warm := flag.Int("warm", 2000, "sequential warm Turns for the latency phase")
 	syncMode := flag.String("sqlite-synchronous", "FULL", "SQLite synchronous mode of the server")
 	keep := flag.Bool("keep", false, "keep the temporary directory")
+	flag.StringVar(&storeKind, "store", "sqlite", "the server's store: sqlite, or postgres (a temporary PostgreSQL server is started)")
 	flag.StringVar(&cpuProfile, "server-cpu-profile", "", "write the server's CPU profile to this file")
 	flag.Parse()
 	if err := run(*turns, *sessions, *callers, *warm, *syncMode, *keep); err != nil {
@@ -124,6 +127,23 @@ func run(nTurns, nSessions, nCallers, nWarm int, syncMode string, keep bool) err
 	if cpuProfile != "" {
 		abs, _ := filepath.Abs(cpuProfile)
 		args = append(args, "--cpu-profile", abs)
+	}
+	switch storeKind {
+	case "sqlite":
+	case "postgres":
+		pg, err := pgtest.Start()
+		if err != nil {
+			return fmt.Errorf("start PostgreSQL: %w", err)
+		}
+		defer pg.Stop()
+		name, err := pg.CreateDatabase(context.Background())
+		if err != nil {
+			return err
+		}
+		args = append(args, "--database", pg.DatabaseURL(name))
+		fmt.Printf("store: PostgreSQL on port %d (fsync off, as in tests)\n", pg.Port())
+	default:
+		return fmt.Errorf("-store %q: want sqlite or postgres", storeKind)
 	}
 	srv := exec.Command(helmrBin, args...)
 	srv.Stderr = os.Stderr
@@ -215,6 +235,9 @@ func run(nTurns, nSessions, nCallers, nWarm int, syncMode string, keep bool) err
 	fmt.Printf("server RSS after %d turns: %.1f MB\n", total, float64(rss(srv.Process.Pid))/(1<<20))
 	srv.Process.Signal(os.Interrupt)
 	srv.Wait()
+	if storeKind != "sqlite" {
+		return nil // the store's size is measured for SQLite's file only
+	}
 	var size int64
 	for _, f := range []string{"helmr.db", "helmr.db-wal"} {
 		if st, err := os.Stat(filepath.Join(data, f)); err == nil {
