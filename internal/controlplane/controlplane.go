@@ -74,7 +74,7 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := openStore(ctx, cfg)
+	st, err := OpenStore(ctx, cfg)
 	if err != nil {
 		lock.Close()
 		return nil, err
@@ -111,11 +111,15 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	return cp, nil
 }
 
-// openStore opens the configured store: SQLite in DataDir by default,
-// "sqlite:PATH", or PostgreSQL ("postgres://…" or "postgresql://…").
-func openStore(ctx context.Context, cfg Config) (store.Store, error) {
+// OpenStore opens the configured store and applies its migrations: SQLite
+// in DataDir by default, "sqlite:PATH", or PostgreSQL ("postgres://…" or
+// "postgresql://…"). A schema newer than this binary knows is refused.
+func OpenStore(ctx context.Context, cfg Config) (store.Store, error) {
 	switch db := cfg.Database; {
 	case db == "":
+		if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+			return nil, err
+		}
 		return sqlitestore.Open(ctx, filepath.Join(cfg.DataDir, "helmr.db"), sqlitestore.Options{Synchronous: cfg.Synchronous, Logger: cfg.Logger})
 	case strings.HasPrefix(db, "sqlite:"):
 		return sqlitestore.Open(ctx, strings.TrimPrefix(db, "sqlite:"), sqlitestore.Options{Synchronous: cfg.Synchronous, Logger: cfg.Logger})

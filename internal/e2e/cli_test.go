@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"net"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
+	_ "github.com/helmr-go/helmr/internal/store/sqlitestore" // the sqlite driver
 )
 
 var (
@@ -382,5 +384,29 @@ func TestServerPrintsItsFirstKeyOnce(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(data, "api-key")); !os.IsNotExist(err) {
 		t.Fatalf("the server kept a plaintext key in its data directory: %v", err)
+	}
+}
+
+func TestMigrateAndRefuseANewerSchema(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs helmr")
+	}
+	data := t.TempDir()
+	out, err := exec.Command(helmrBinary(t), "server", "migrate", "--data-dir", data).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "migrations applied") {
+		t.Fatalf("migrate: %v %s", err, out)
+	}
+	db, err := sql.Open("sqlite", filepath.Join(data, "helmr.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO schema_migrations(version, name) VALUES (9999, 'from_the_future')`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	cmd := exec.Command(helmrBinary(t), "server", "--data-dir", data, "--addr", freeAddr(t))
+	out, err = cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "newer than this helmr") {
+		t.Fatalf("a server on a newer schema: %v %s", err, out)
 	}
 }

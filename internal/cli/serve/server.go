@@ -7,6 +7,7 @@ import (
 	"runtime/pprof"
 	"syscall"
 
+	"github.com/helmr-go/helmr/internal/controlplane"
 	"github.com/spf13/cobra"
 )
 
@@ -71,7 +72,34 @@ func ServerCommand() *cobra.Command {
 	f.StringVar(&o.Database, "database", "", "database URL: sqlite:PATH (default sqlite in --data-dir; env HELMR_DATABASE_URL)")
 	f.StringVar(&o.Synchronous, "sqlite-synchronous", "FULL", "SQLite durability: FULL (fsync every commit) or NORMAL")
 	f.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
+	cmd.AddCommand(migrateCommand())
 	f.StringVar(&o.CPUProfile, "cpu-profile", "", "write a CPU profile to this file until the server stops")
 	f.MarkHidden("cpu-profile")
+	return cmd
+}
+
+// migrateCommand is `helmr server migrate`: apply the store's migrations
+// and exit, without starting a control plane (nothing else is touched, so
+// it is safe while other nodes run).
+func migrateCommand() *cobra.Command {
+	var dataDir, database string
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply the database migrations and exit",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if database == "" {
+				database = os.Getenv("HELMR_DATABASE_URL")
+			}
+			st, err := controlplane.OpenStore(cmd.Context(), controlplane.Config{DataDir: dataDir, Database: database})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "migrations applied")
+			return st.Close()
+		},
+	}
+	cmd.Flags().StringVar(&dataDir, "data-dir", "helmr-data", "directory of the default SQLite database")
+	cmd.Flags().StringVar(&database, "database", "", "database URL: sqlite:PATH or postgres://… (env HELMR_DATABASE_URL)")
 	return cmd
 }
