@@ -426,7 +426,7 @@ func (s *Supervisor) send(p *proc, m *protocol.Msg) error {
 	return s.write(p, m)
 }
 
-// write sends m; the caller holds p.writeMu.
+// write sends m; the caller holds p.writeMu (and not p.mu).
 func (s *Supervisor) write(p *proc, m *protocol.Msg) error {
 	p.mu.Lock()
 	conn := p.conn
@@ -637,8 +637,13 @@ func (s *Supervisor) dispatch(p *proc) {
 // slot the caller reserved ("-"). With no Turn it frees the slot, and
 // dispatches again when work arrived meanwhile.
 func (s *Supervisor) started(p *proc, t *store.Turn, msgs []store.Message, err error) {
+	// Lock order everywhere: writeMu before mu. The write lock is held from
+	// before the slot is published, so anything sent for this Turn goes out
+	// after turn.start.
+	p.writeMu.Lock()
 	p.mu.Lock()
 	if err != nil || t == nil {
+		p.writeMu.Unlock()
 		p.running = ""
 		again := p.recheck && err == nil
 		p.recheck = false
@@ -654,6 +659,7 @@ func (s *Supervisor) started(p *proc, t *store.Turn, msgs []store.Message, err e
 	if p.state == stateDead {
 		// The process ended while the Turn was being started: its exit
 		// could not see the Turn, so it settles here.
+		p.writeMu.Unlock()
 		p.running = ""
 		p.mu.Unlock()
 		ctx := context.Background()
@@ -679,9 +685,6 @@ func (s *Supervisor) started(p *proc, t *store.Turn, msgs []store.Message, err e
 	for i := range msgs {
 		p.sentMsgs[msgs[i].ID] = true
 	}
-	// Hold the write lock from before the slot is published: anything sent
-	// for this Turn from now on goes out after turn.start.
-	p.writeMu.Lock()
 	p.mu.Unlock()
 	err = s.write(p, &protocol.Msg{Type: protocol.TypeTurnStart, TurnID: t.ID, Turn: start})
 	for i := range msgs {
