@@ -67,6 +67,13 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("controlplane: DataDir is required")
 	}
+	// Paths derived from DataDir are stored (deployment binaries) and used
+	// by processes with other working directories: keep them absolute.
+	abs, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	cfg.DataDir = abs
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, err
 	}

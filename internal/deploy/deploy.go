@@ -103,6 +103,11 @@ type Built struct {
 // BuildDir builds the package in dir, stores its binary content-addressed
 // in binDir and reads its manifest.
 func BuildDir(ctx context.Context, dir, binDir string) (*Built, error) {
+	// go build runs in dir, so the output path must not be relative.
+	binDir, err := filepath.Abs(binDir)
+	if err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(binDir, 0o750); err != nil {
 		return nil, err
 	}

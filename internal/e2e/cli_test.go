@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -408,5 +409,52 @@ func TestMigrateAndRefuseANewerSchema(t *testing.T) {
 	out, err = cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "newer than this helmr") {
 		t.Fatalf("a server on a newer schema: %v %s", err, out)
+	}
+}
+
+func TestHelmrDevWithRelativePaths(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the quickstart")
+	}
+	// As in the README: run from a directory, with a relative data
+	// directory and a relative package path.
+	quickstart, err := filepath.Abs("../../examples/quickstart")
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	rel, err := filepath.Rel(work, quickstart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	cmd := exec.Command(helmrBinary(t), "dev", "--addr", addr, "--data-dir", ".helmr", rel)
+	cmd.Dir = work
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	sc := bufio.NewScanner(stdout)
+	var lines []string
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if strings.HasPrefix(sc.Text(), "deployed ") {
+			break
+		}
+	}
+	if len(lines) == 0 || !strings.HasPrefix(lines[len(lines)-1], "deployed ") {
+		t.Fatalf("helmr dev did not deploy: %q", lines)
+	}
+	go io.Copy(io.Discard, stdout)
+	key, err := os.ReadFile(filepath.Join(work, ".helmr", "api-key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &server{url: "http://" + addr, key: strings.TrimSpace(string(key))}
+	out, errOut, code := s.cli(t, "session", "create", "--agent", "echo", "--text", "hi", "--wait")
+	if code != 0 || !strings.Contains(out, "hi") {
+		t.Fatalf("create: %d %s %s", code, out, errOut)
 	}
 }
