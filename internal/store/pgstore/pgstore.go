@@ -16,11 +16,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -55,7 +51,7 @@ type Store struct {
 // Open connects to the PostgreSQL database at url (a postgres:// URL or a
 // key=value connection string that pgx accepts) and applies the embedded
 // migrations. It refuses a database whose schema is newer than this binary
-// knows with ErrSchemaTooNew.
+// knows with store.ErrSchemaTooNew.
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -86,41 +82,8 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Migration is one embedded schema migration.
-type Migration struct {
-	Version int
-	Name    string
-	SQL     string
-}
-
-// Migrations lists the embedded migrations in order. Their versions and
-// names are those of the SQLite store's migrations.
-func Migrations() ([]Migration, error) {
-	entries, err := fs.Glob(migrationFS, "migrations/*.sql")
-	if err != nil {
-		return nil, err
-	}
-	var out []Migration
-	for _, e := range entries {
-		base := strings.TrimPrefix(e, "migrations/")
-		num, name, ok := strings.Cut(strings.TrimSuffix(base, ".sql"), "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil {
-			return nil, fmt.Errorf("pgstore: migration file %s: want NNNN_name.sql", base)
-		}
-		b, err := migrationFS.ReadFile(e)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, Migration{Version: v, Name: name, SQL: string(b)})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
-	return out, nil
-}
-
-// ErrSchemaTooNew is returned by Open when the database has migrations this
-// binary does not know.
-var ErrSchemaTooNew = errors.New("pgstore: the database schema is newer than this helmr; upgrade helmr")
+// Migrations lists the embedded migrations in order.
+func Migrations() ([]store.Migration, error) { return store.ReadMigrations(migrationFS, "migrations") }
 
 // migrate applies the migrations the database lacks, each in its own
 // transaction, holding an advisory lock so that concurrent Opens apply each
@@ -147,7 +110,7 @@ func (s *Store) migrate(ctx context.Context) error {
 		return fmt.Errorf("pgstore: migrate: %w", err)
 	}
 	if len(ms) > 0 && cur > ms[len(ms)-1].Version {
-		return ErrSchemaTooNew
+		return store.ErrSchemaTooNew
 	}
 	for _, m := range ms {
 		if m.Version <= cur {

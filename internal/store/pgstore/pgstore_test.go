@@ -160,7 +160,7 @@ func TestSchemaTooNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, err = Open(t.Context(), url, Options{})
-	if !errors.Is(err, ErrSchemaTooNew) {
+	if !errors.Is(err, store.ErrSchemaTooNew) {
 		if s != nil {
 			s.Close()
 		}

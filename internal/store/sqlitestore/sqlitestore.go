@@ -9,11 +9,8 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net/url"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -140,40 +137,8 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Migration is one embedded schema migration.
-type Migration struct {
-	Version int
-	Name    string
-	SQL     string
-}
-
 // Migrations lists the embedded migrations in order.
-func Migrations() ([]Migration, error) {
-	entries, err := fs.Glob(migrationFS, "migrations/*.sql")
-	if err != nil {
-		return nil, err
-	}
-	var out []Migration
-	for _, e := range entries {
-		base := strings.TrimPrefix(e, "migrations/")
-		num, name, ok := strings.Cut(strings.TrimSuffix(base, ".sql"), "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil {
-			return nil, fmt.Errorf("sqlitestore: migration file %s: want NNNN_name.sql", base)
-		}
-		b, err := migrationFS.ReadFile(e)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, Migration{Version: v, Name: name, SQL: string(b)})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
-	return out, nil
-}
-
-// ErrSchemaTooNew is returned when the database has migrations this binary
-// does not know.
-var ErrSchemaTooNew = errors.New("sqlitestore: the database schema is newer than this helmr; upgrade helmr")
+func Migrations() ([]store.Migration, error) { return store.ReadMigrations(migrationFS, "migrations") }
 
 func (s *Store) migrate(ctx context.Context) error {
 	c := s.wconn
@@ -189,7 +154,7 @@ func (s *Store) migrate(ctx context.Context) error {
 		return err
 	}
 	if len(ms) > 0 && cur > ms[len(ms)-1].Version {
-		return ErrSchemaTooNew
+		return store.ErrSchemaTooNew
 	}
 	for _, m := range ms {
 		if m.Version <= cur {

@@ -189,7 +189,7 @@ func TestSchemaTooNew(t *testing.T) {
 	}
 
 	s, err = Open(t.Context(), path, Options{})
-	if !errors.Is(err, ErrSchemaTooNew) {
+	if !errors.Is(err, store.ErrSchemaTooNew) {
 		if s != nil {
 			s.Close()
 		}
