@@ -112,8 +112,8 @@ func (e *Engine) Store() store.Store { return e.store }
 func (e *Engine) Now() time.Time { return e.clock.Now().UTC().Truncate(time.Microsecond) }
 
 // Watch returns a channel that is closed at the next committed change of
-// the Session's timeline or state.
-// The caller must call stop when it no longer waits.
+// the Session's timeline or state, and stop, which the caller calls when it
+// no longer waits.
 func (e *Engine) Watch(sessionID string) (changed <-chan struct{}, stop func()) {
 	sg := e.hub.watch(sessionID)
 	return sg.ch, func() { e.hub.unwatch(sessionID, sg) }

@@ -16,7 +16,7 @@ func newList(g *clienv.Globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List Sessions, or look one up by --agent and --key",
-		Long: "List Sessions, newest first, filtered by Agent, status, parent or requester. " +
+		Long: "List Sessions in creation order, filtered by Agent, status, parent or requester. " +
 			"With --key (and --agent), look up the one Session with that key; no other filter or paging applies.",
 		Args: clienv.Args(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
