@@ -96,6 +96,107 @@ type Tx interface {
 	// Idempotency
 	GetIdempotency(ctx context.Context, scope, key string) (*Idempotency, error)
 	InsertIdempotency(ctx context.Context, r *Idempotency) error
+
+	// Processes
+	// PutProcess inserts or replaces the Session's process record.
+	PutProcess(ctx context.Context, p *Process) error
+	GetProcess(ctx context.Context, sessionID string) (*Process, error)
+	// DeleteProcess removes the Session's process record when it is the
+	// one launched with launchID; it is not an error when there is none.
+	DeleteProcess(ctx context.Context, sessionID, launchID string) error
+	// ListProcesses returns every process record, by Session ID.
+	ListProcesses(ctx context.Context) ([]Process, error)
+
+	// Questions
+	InsertAsk(ctx context.Context, a *Ask) error
+	GetAsk(ctx context.Context, id string) (*Ask, error)
+	UpdateAsk(ctx context.Context, a *Ask) error
+	// ListAsks returns a Turn's questions with ID > afterID, oldest first.
+	ListAsks(ctx context.Context, turnID, afterID string, limit int) ([]Ask, error)
+	// PendingAsks returns a Turn's questions in status pending, oldest first.
+	PendingAsks(ctx context.Context, turnID string) ([]Ask, error)
+
+	// Tokens
+	InsertToken(ctx context.Context, t *Token) error
+	GetToken(ctx context.Context, id string) (*Token, error)
+	// GetTokenByKey finds the Token a Session created with an idempotency key.
+	GetTokenByKey(ctx context.Context, sessionID, key string) (*Token, error)
+	UpdateToken(ctx context.Context, t *Token) error
+	// ExpiringTokens returns pending Tokens that have an expiry, soonest first.
+	ExpiringTokens(ctx context.Context) ([]Token, error)
+
+	// Waits
+	InsertWait(ctx context.Context, w *Wait) error
+	GetWait(ctx context.Context, id string) (*Wait, error)
+	UpdateWait(ctx context.Context, w *Wait) error
+	// OpenWaits returns the waits in status waiting: the Session's, or every
+	// Session's when sessionID is empty, oldest first.
+	OpenWaits(ctx context.Context, sessionID string) ([]Wait, error)
+	// WaitsOn returns the open waits whose target is targetID (a Token or
+	// question ID), oldest first.
+	WaitsOn(ctx context.Context, targetID string) ([]Wait, error)
+}
+
+// Process is the record of a running session process, kept so that a
+// restarted control plane can find and reattach it.
+type Process struct {
+	SessionID string
+	// LaunchID names one launch; a later launch of the Session replaces it.
+	LaunchID string
+	PID      int
+	// StartID tells the process apart from a later one with the same PID
+	// (boot ID and start time).
+	StartID    string
+	TokenHash  string
+	ComputerID string
+	Recovery   string
+	LaunchedAt time.Time
+}
+
+// Ask is a question a Turn asked a person.
+type Ask struct {
+	ID          string
+	SessionID   string
+	TurnID      string
+	Status      string // pending, responded, cancelled
+	Question    json.RawMessage
+	Answer      json.RawMessage
+	RespondedBy json.RawMessage
+	ResponseID  string
+	CreatedAt   time.Time
+	ResolvedAt  *time.Time
+}
+
+// Token is a durable one-shot value that an outside party completes.
+type Token struct {
+	ID             string
+	SessionID      string
+	TurnID         string
+	Status         string // pending, completed, cancelled, expired
+	Tags           json.RawMessage
+	Metadata       json.RawMessage
+	Data           json.RawMessage
+	SecretHash     string
+	IdempotencyKey string
+	CreatedAt      time.Time
+	ExpiresAt      *time.Time
+	ResolvedAt     *time.Time
+}
+
+// Wait is a Turn's durable wait on a timer, a Token or a question.
+type Wait struct {
+	ID        string
+	SessionID string
+	TurnID    string
+	Kind      string // timer, token, ask
+	TargetID  string // the Token or question; "" for a timer
+	Status    string // waiting, resolved
+	// Deadline is when a timer fires or a waiter's timeout ends the wait.
+	Deadline    *time.Time
+	IdleTimeout time.Duration
+	Outcome     json.RawMessage
+	CreatedAt   time.Time
+	ResolvedAt  *time.Time
 }
 
 // APIKey is a stored API key; only its hash is kept.
