@@ -37,6 +37,14 @@ const (
 	CodeCleanupFailed         Code = "cleanup_failed"
 	CodeUnavailable           Code = "unavailable"
 	CodeInternal              Code = "internal"
+	// Waits, questions and Tokens.
+	CodeAnswerInvalid           Code = "answer_invalid"
+	CodeAskNotPending           Code = "ask_not_pending"
+	CodeWaitTimeout             Code = "wait_timeout"
+	CodeWaitCancelled           Code = "wait_cancelled"
+	CodeTokenCancelled          Code = "token_cancelled"
+	CodeTokenExpired            Code = "token_expired"
+	CodeTokenCompletionConflict Code = "token_completion_conflict"
 )
 
 // Error is an error with a stable code, a human message and optional details.
@@ -101,12 +109,13 @@ func HTTPStatus(code Code) int {
 	switch code {
 	case CodeNotFound, CodeNoDeployment:
 		return http.StatusNotFound
-	case CodeInvalidRequest, CodeInputInvalid, CodeResultInvalid, CodeOutputInvalid:
+	case CodeInvalidRequest, CodeInputInvalid, CodeResultInvalid, CodeOutputInvalid, CodeAnswerInvalid:
 		return http.StatusBadRequest
 	case CodeLimitExceeded:
 		return http.StatusRequestEntityTooLarge
 	case CodeIdempotencyConflict, CodeConflict, CodeSessionKeyConflict, CodeSessionClosed,
-		CodeTurnNotRunning, CodeTurnSettled, CodeResponseAlreadyStaged:
+		CodeTurnNotRunning, CodeTurnSettled, CodeResponseAlreadyStaged, CodeAskNotPending,
+		CodeTokenCancelled, CodeTokenExpired, CodeTokenCompletionConflict, CodeWaitCancelled:
 		return http.StatusConflict
 	case CodeUnauthorized:
 		return http.StatusUnauthorized
@@ -114,6 +123,8 @@ func HTTPStatus(code Code) int {
 		return http.StatusForbidden
 	case CodeUnavailable:
 		return http.StatusServiceUnavailable
+	case CodeWaitTimeout:
+		return http.StatusRequestTimeout
 	}
 	return http.StatusInternalServerError
 }

@@ -168,6 +168,15 @@ const (
 	EventProcessStopped   = "session.process_stopped"
 	EventProcessFailed    = "session.process_failed"
 	EventSessionDeadline  = "session.deadline"
+	EventAskCreated       = "ask.created"
+	EventAskResponded     = "ask.responded"
+	EventAskCancelled     = "ask.cancelled"
+	// Durable waits: started, suspended (process frozen), resumed (thawed)
+	// and resolved.
+	EventWaitStarted   = "wait.started"
+	EventWaitSuspended = "wait.suspended"
+	EventWaitResumed   = "wait.resumed"
+	EventWaitResolved  = "wait.resolved"
 )
 
 // TurnEventKind returns the event kind recording a Turn reaching status.

@@ -5,6 +5,8 @@ package controlplane
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +19,7 @@ import (
 	"time"
 
 	"github.com/helmr-go/helmr/internal/engine"
+	"github.com/helmr-go/helmr/internal/freezer"
 	"github.com/helmr-go/helmr/internal/protocol"
 	"github.com/helmr-go/helmr/internal/server"
 	"github.com/helmr-go/helmr/internal/store"
@@ -38,6 +41,9 @@ type Config struct {
 	Launcher supervisor.Launcher
 	Clock    engine.Clock
 	Logger   *slog.Logger
+	// ReconnectWindow and ReattachWindow: see supervisor.Options.
+	ReconnectWindow time.Duration
+	ReattachWindow  time.Duration
 }
 
 // ControlPlane is a running control plane.
@@ -86,21 +92,24 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		lock.Close()
 		return nil, err
 	}
-	// Unix socket paths are short (108 bytes): keep the socket in a short
-	// private directory.
-	sockDir, err := os.MkdirTemp("", "helmr-")
+	// The socket's path stays the same across restarts, so that session
+	// processes that outlive this control plane reconnect to the next.
+	sockDir, err := socketDir(cfg.DataDir)
 	if err != nil {
 		st.Close()
 		lock.Close()
 		return nil, err
 	}
 	cp := &ControlPlane{Store: st, lock: lock, cfg: cfg, log: cfg.Logger, sockDir: sockDir, SocketPath: filepath.Join(sockDir, "session.sock")}
+	// The lock is ours: a socket file left by a previous run is stale.
+	os.Remove(cp.SocketPath)
 	cp.Engine = engine.New(st, engine.Options{Clock: cfg.Clock, Logger: cfg.Logger})
 	l := cfg.Launcher
 	if l == nil {
 		l = &supervisor.ExecLauncher{Dir: cfg.DataDir}
 	}
-	cp.Supervisor = supervisor.New(cp.Engine, l, supervisor.Options{SocketPath: cp.SocketPath, Logger: cfg.Logger})
+	cp.Supervisor = supervisor.New(cp.Engine, l, supervisor.Options{SocketPath: cp.SocketPath, Logger: cfg.Logger,
+		ReconnectWindow: cfg.ReconnectWindow, ReattachWindow: cfg.ReattachWindow, Freezer: freezer.New(cfg.Logger, "helmr")})
 	cp.Server = server.New(cp.Engine, server.Options{Logger: cfg.Logger, DeploymentsDir: filepath.Join(cfg.DataDir, "deployments"), Ready: cp.ready})
 	cp.protoLn, err = net.Listen("unix", cp.SocketPath)
 	if err != nil {
@@ -173,6 +182,19 @@ func (cp *ControlPlane) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
+// Detach stops the control plane but leaves session processes running: they
+// reconnect to the next control plane started on the same data directory,
+// and their Turns go on. It is how helmr server stops.
+func (cp *ControlPlane) Detach(ctx context.Context) error {
+	if cp.apiSrv != nil {
+		cp.apiSrv.Close()
+	}
+	cp.Supervisor.Detach()
+	cp.protoSrv.Close()
+	cp.Engine.Close()
+	return cp.closeStore()
+}
+
 // Close stops session processes (asking them to shut down first), the
 // protocol socket and the store.
 func (cp *ControlPlane) Close(ctx context.Context) error {
@@ -183,14 +205,30 @@ func (cp *ControlPlane) Close(ctx context.Context) error {
 	}
 	cp.Supervisor.Close(shut)
 	cp.protoSrv.Close()
+	cp.Engine.Close()
 	return cp.closeStore()
 }
 
 func (cp *ControlPlane) closeStore() error {
 	err := cp.Store.Close()
-	os.RemoveAll(cp.sockDir)
+	os.Remove(cp.SocketPath)
 	cp.lock.Close()
 	return err
+}
+
+// socketDir is where the protocol socket lives: the data directory when its
+// path is short enough for a Unix socket (108 bytes), else a private
+// directory under the system's temporary directory named after it.
+func socketDir(dataDir string) (string, error) {
+	if len(filepath.Join(dataDir, "session.sock")) < 100 {
+		return dataDir, nil
+	}
+	sum := sha256.Sum256([]byte(dataDir))
+	dir := filepath.Join(os.TempDir(), "helmr-"+hex.EncodeToString(sum[:8]))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	return dir, nil
 }
 
 // lockDir takes an exclusive lock on DataDir/lock: one control plane per

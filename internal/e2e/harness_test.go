@@ -79,12 +79,26 @@ func startPlaneAt(t *testing.T, dataDir, addr string) *plane {
 // dataDir).
 func startPlaneWith(t *testing.T, dataDir, addr, database string) *plane {
 	t.Helper()
+	return startPlaneConfig(t, addr, controlplane.Config{DataDir: dataDir, Database: database})
+}
+
+// startPlaneOpts is startPlane with a reattach window.
+func startPlaneOpts(t *testing.T, dataDir string, reattach time.Duration) *plane {
+	t.Helper()
+	return startPlaneConfig(t, "127.0.0.1:0", controlplane.Config{DataDir: dataDir, ReattachWindow: reattach})
+}
+
+// startPlaneConfig opens a control plane with cfg (DataDir a new one when
+// empty), with the test agents deployed, serving on addr.
+func startPlaneConfig(t *testing.T, addr string, cfg controlplane.Config) *plane {
+	t.Helper()
 	b := agentBinary(t)
-	if dataDir == "" {
-		dataDir = t.TempDir()
+	if cfg.DataDir == "" {
+		cfg.DataDir = t.TempDir()
 	}
+	dataDir := cfg.DataDir
 	ctx := context.Background()
-	cp, err := controlplane.Open(ctx, controlplane.Config{DataDir: dataDir, Database: database})
+	cp, err := controlplane.Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

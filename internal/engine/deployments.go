@@ -94,7 +94,7 @@ func (e *Engine) PublishDeployment(ctx context.Context, digest string, manifest 
 		case err == nil:
 			row = existing
 		case errors.Is(err, store.ErrNotFound):
-			row = &store.Deployment{ID: newID(), Digest: digest, Manifest: raw, BinaryPath: binaryPath, CreatedAt: e.Now()}
+			row = &store.Deployment{ID: NewID(), Digest: digest, Manifest: raw, BinaryPath: binaryPath, CreatedAt: e.Now()}
 			if err := tx.InsertDeployment(ctx, row); err != nil {
 				return err
 			}

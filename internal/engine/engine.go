@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -64,6 +65,9 @@ func (nopNotifier) TurnInterrupt(string, string) {}
 type Options struct {
 	Clock  Clock
 	Logger *slog.Logger
+	// PublicURL is the base URL clients reach the API at, used in Token
+	// callback URLs (for example "https://helmr.example.com").
+	PublicURL string
 }
 
 // Engine applies state transitions to the store.
@@ -77,6 +81,10 @@ type Engine struct {
 	mu       sync.RWMutex
 	notifier Notifier
 
+	sched sched
+	// publicURL is the base of Token callback URLs.
+	publicURL string
+
 	keys sync.Map // API key hash → *store.APIKey
 	deps sync.Map // deployment ID → *deployment (immutable)
 }
@@ -89,8 +97,20 @@ func New(s store.Store, opts Options) *Engine {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Engine{store: s, clock: opts.Clock, log: opts.Logger, notifier: nopNotifier{}, hub: newHub[struct{}](), turns: newHub[*helmrtype.TurnState]()}
+	return &Engine{store: s, clock: opts.Clock, log: opts.Logger, notifier: nopNotifier{}, hub: newHub[struct{}](),
+		turns: newHub[*helmrtype.TurnState](), sched: sched{clock: opts.Clock}, publicURL: strings.TrimRight(opts.PublicURL, "/")}
 }
+
+// SetPublicURL sets the base of Token callback URLs, when it is known only
+// after the listener is open.
+func (e *Engine) SetPublicURL(u string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.publicURL = strings.TrimRight(u, "/")
+}
+
+// Close stops the engine's timers.
+func (e *Engine) Close() { e.sched.stop() }
 
 // SetNotifier sets who is told about runnable work; the supervisor.
 func (e *Engine) SetNotifier(n Notifier) {
@@ -126,7 +146,8 @@ func (e *Engine) Watchers() int { return e.hub.size() + e.turns.size() }
 // wake wakes the Session's watchers.
 func (e *Engine) wake(sessionID string) { e.hub.wake(sessionID, struct{}{}) }
 
-func newID() string { return uuid.Must(uuid.NewV7()).String() }
+// NewID returns a new UUIDv7.
+func NewID() string { return uuid.Must(uuid.NewV7()).String() }
 
 func notFound(what, id string) error {
 	return &helmrtype.Error{Code: helmrtype.CodeNotFound, Message: what + " " + id + " not found", Details: map[string]any{"id": id}}
@@ -287,7 +308,7 @@ func HashSecret(secret string) string {
 func (e *Engine) CreateAPIKey(ctx context.Context, name string) (string, error) {
 	secret, hash := NewSecret("hlmr_sk_")
 	err := e.store.Update(ctx, func(tx store.Tx) error {
-		return tx.InsertAPIKey(ctx, &store.APIKey{ID: newID(), Name: name, Hash: hash, CreatedAt: e.Now()})
+		return tx.InsertAPIKey(ctx, &store.APIKey{ID: NewID(), Name: name, Hash: hash, CreatedAt: e.Now()})
 	})
 	return secret, err
 }
@@ -303,7 +324,7 @@ func (e *Engine) BootstrapAPIKey(ctx context.Context, name string) (key string, 
 			return err
 		}
 		created = true
-		if err := tx.InsertAPIKey(ctx, &store.APIKey{ID: newID(), Name: name, Hash: hash, CreatedAt: e.Now()}); err != nil {
+		if err := tx.InsertAPIKey(ctx, &store.APIKey{ID: NewID(), Name: name, Hash: hash, CreatedAt: e.Now()}); err != nil {
 			return err
 		}
 		return tx.PutMeta(ctx, "bootstrap_api_key", "created")

@@ -33,7 +33,7 @@ func (e *Engine) SendMessage(ctx context.Context, sessionID, turnID string, req 
 			if helmrtype.TurnTerminal(t.Status) {
 				return nil, helmrtype.Errorf(helmrtype.CodeTurnSettled, "turn %s is %s and takes no messages", t.ID, t.Status)
 			}
-			m := &store.Message{ID: newID(), SessionID: sessionID, TurnID: turnID, Content: raw, Source: src, Status: "admitted", CreatedAt: now}
+			m := &store.Message{ID: NewID(), SessionID: sessionID, TurnID: turnID, Content: raw, Source: src, Status: "admitted", CreatedAt: now}
 			if err := tx.InsertMessage(ctx, m); err != nil {
 				return nil, err
 			}
@@ -130,7 +130,7 @@ func (e *Engine) InterruptTurn(ctx context.Context, sessionID, turnID string, re
 			if _, err := e.runningTurnTx(ctx, tx, sessionID, turnID); err != nil {
 				return nil, err
 			}
-			return &helmrtype.TurnInterruptReceipt{ID: newID(), SessionID: sessionID, TurnID: turnID, Status: "accepted"}, nil
+			return &helmrtype.TurnInterruptReceipt{ID: NewID(), SessionID: sessionID, TurnID: turnID, Status: "accepted"}, nil
 		})
 		return err
 	})

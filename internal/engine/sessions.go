@@ -86,7 +86,7 @@ func (e *Engine) CreateSession(ctx context.Context, req helmrtype.SessionCreateR
 					return nil, err
 				}
 			}
-			id := newID()
+			id := NewID()
 			s := &store.Session{ID: id, DeploymentID: dep.row.ID, RootSessionID: id, Agent: a.ID, Template: a.Template,
 				Key: req.Key, Status: helmrtype.SessionOpen, CloseAfterIdle: a.CloseAfterIdle, HibernateAfterIdle: a.HibernateAfterIdle,
 				MaxTurnDuration: a.MaxTurnDuration, CreatedAt: now}
@@ -97,7 +97,7 @@ func (e *Engine) CreateSession(ctx context.Context, req helmrtype.SessionCreateR
 			if input == nil {
 				s.IdleSince = &now
 			} else {
-				turn = &store.Turn{ID: newID(), SessionID: id, Sequence: 1}
+				turn = &store.Turn{ID: NewID(), SessionID: id, Sequence: 1}
 				s.InitialTurnID = turn.ID
 			}
 			if err := tx.InsertSession(ctx, s); err != nil {
@@ -198,7 +198,7 @@ func (e *Engine) Enqueue(ctx context.Context, sessionID string, req helmrtype.En
 			if err != nil {
 				return nil, err
 			}
-			t := &store.Turn{ID: newID(), SessionID: sessionID, Sequence: seq + 1}
+			t := &store.Turn{ID: NewID(), SessionID: sessionID, Sequence: seq + 1}
 			if err := e.admitTurn(ctx, tx, t, input, caller, now); err != nil {
 				return nil, err
 			}

@@ -36,7 +36,7 @@ func (e *Engine) PrepareLaunch(ctx context.Context, sessionID string) (*Launch, 
 			return notFound("agent", s.Agent)
 		}
 		if s.ComputerID == "" {
-			s.ComputerID = newID()
+			s.ComputerID = NewID()
 			if err := tx.UpdateSession(ctx, s); err != nil {
 				return err
 			}
@@ -196,7 +196,8 @@ func checkResponse(raw json.RawMessage) *helmrtype.TurnError {
 }
 
 // SettleTurn records a running Turn's end. A completed Turn publishes its
-// staged response; other outcomes suppress it. Messages never delivered are
+// staged response; other outcomes suppress it. A repeat (op at or below the
+// Turn's last op) of a settle that took effect succeeds without effect. Messages never delivered are
 // rejected. With startNext, the same transaction starts the Session's next
 // queued Turn and returns it (nil when none).
 func (e *Engine) SettleTurn(ctx context.Context, sessionID, turnID string, op int64, st Settlement, startNext bool) (*store.Turn, []store.Message, error) {
@@ -224,6 +225,13 @@ func (e *Engine) SettleTurn(ctx context.Context, sessionID, turnID string, op in
 	err := e.store.Update(ctx, func(tx store.Tx) error {
 		next, msgs, settled = nil, nil, nil
 		t, err := e.runningTurnTx(ctx, tx, sessionID, turnID)
+		if helmrtype.CodeOf(err) == helmrtype.CodeTurnSettled && op > 0 {
+			// A settle repeated after a reconnect, whose first try took
+			// effect: acknowledged again, applied once.
+			if prev, gerr := e.getTurnTx(ctx, tx, sessionID, turnID); gerr == nil && op <= prev.LastOp {
+				return nil
+			}
+		}
 		if err != nil {
 			return err
 		}
@@ -279,6 +287,10 @@ func (e *Engine) settleTx(ctx context.Context, tx store.Tx, t *store.Turn, st Se
 		return nil, err
 	}
 	if _, err := e.appendEvent(ctx, tx, t.SessionID, t.ID, helmrtype.TurnEventKind(st.Status), data, now); err != nil {
+		return nil, err
+	}
+	// Its waits end with it, and its pending questions are withdrawn.
+	if _, err := e.endTurnWaitsTx(ctx, tx, t, now); err != nil {
 		return nil, err
 	}
 	msgs, err := tx.PendingMessages(ctx, t.ID)
@@ -343,10 +355,10 @@ func (e *Engine) ProcessStopped(ctx context.Context, sessionID, reason string) e
 }
 
 // Recover runs once when the control plane starts: Turns that were running
-// when it stopped lost their process and settle interrupted with
-// execution_lost (they are never replayed). It returns the Sessions that
-// still have queued Turns.
-func (e *Engine) Recover(ctx context.Context) ([]string, error) {
+// when it stopped settle interrupted with execution_lost (they are never
+// replayed), except in the Sessions of live, whose processes survived and
+// may reattach. It returns the Sessions that still have queued Turns.
+func (e *Engine) Recover(ctx context.Context, live map[string]bool) ([]string, error) {
 	var ids []string
 	err := e.store.Update(ctx, func(tx store.Tx) error {
 		running, err := tx.TurnsWithStatus(ctx, helmrtype.TurnRunning)
@@ -354,15 +366,62 @@ func (e *Engine) Recover(ctx context.Context) ([]string, error) {
 			return err
 		}
 		for i := range running {
+			if live[running[i].SessionID] {
+				continue
+			}
 			if _, err := e.settleTx(ctx, tx, &running[i], Settlement{Status: helmrtype.TurnInterrupted, Error: &helmrtype.TurnError{
 				Code: helmrtype.CodeExecutionLost, Message: "the control plane stopped while the turn ran; it is not replayed"}}); err != nil {
 				return err
 			}
 		}
-		ids, err = tx.SessionsWithWork(ctx)
-		return err
+		if ids, err = tx.SessionsWithWork(ctx); err != nil {
+			return err
+		}
+		// Deadlines of waits and Token expiries are kept in the store:
+		// they fire in this control plane now.
+		e.sched.stop()
+		return e.scheduleRecovered(ctx, tx)
 	})
 	return ids, err
+}
+
+// RecordProcess stores the record of a launched session process, so that a
+// restarted control plane can find it.
+func (e *Engine) RecordProcess(ctx context.Context, p *store.Process) error {
+	return e.store.Update(ctx, func(tx store.Tx) error { return tx.PutProcess(ctx, p) })
+}
+
+// ForgetProcess removes the record of a process that ended (only if it is
+// still the record of that launch).
+func (e *Engine) ForgetProcess(ctx context.Context, sessionID, launchID string) error {
+	return e.store.Update(ctx, func(tx store.Tx) error { return tx.DeleteProcess(ctx, sessionID, launchID) })
+}
+
+// Processes returns the records of every session process believed running.
+func (e *Engine) Processes(ctx context.Context) ([]store.Process, error) {
+	var out []store.Process
+	err := e.store.View(ctx, func(tx store.Tx) error {
+		var err error
+		out, err = tx.ListProcesses(ctx)
+		return err
+	})
+	return out, err
+}
+
+// RunningTurn returns the Session's running Turn, nil when none runs.
+func (e *Engine) RunningTurn(ctx context.Context, sessionID string) (*store.Turn, error) {
+	var out *store.Turn
+	err := e.store.View(ctx, func(tx store.Tx) error {
+		t, err := tx.ActiveTurn(ctx, sessionID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err == nil && t.Status == helmrtype.TurnRunning {
+			out = t
+		}
+		return err
+	})
+	return out, err
 }
 
 // QueuedWork reports whether the Session has a queued Turn.

@@ -34,6 +34,8 @@ const (
 	TypeCancel    = "cancel"
 	TypeShutdown  = "shutdown"
 	TypeAck       = "ack"
+	// TypeWaitResolved ends a wait the process started with wait.start.
+	TypeWaitResolved = "wait.resolved"
 )
 
 // Message types, process to server.
@@ -46,13 +48,37 @@ const (
 	TypeMessageAccept = "message.accept"
 	TypeMessageReject = "message.reject"
 	TypeSettle        = "turn.settle"
+	TypeAsk           = "ask"          // a question to a person (op)
+	TypeTokenCreate   = "token.create" // a new Token (op)
+	TypeWaitStart     = "wait.start"   // a durable wait on a timer, Token or question (op)
+	// TypeWaitResume asks, after a reconnect, for the outcome of a wait the
+	// process still blocks on; wait.resolved answers when it is over.
+	TypeWaitResume = "wait.resume"
+	// TypeWaitCancel withdraws a wait the process no longer blocks on (op).
+	TypeWaitCancel = "wait.cancel"
 )
 
 // Cancel reasons.
 const (
 	ReasonInterrupted = "interrupted"
 	ReasonDeadline    = "deadline"
+	// ReasonExecutionLost cancels a Turn the control plane no longer runs
+	// (it settled while the process was out of contact).
+	ReasonExecutionLost = "execution_lost"
 )
+
+// Recovery kinds in welcome.
+const (
+	RecoveryInitial       = "initial"
+	RecoveryReconstructed = "reconstructed"
+	// RecoveryReattached answers a process that reconnected after the
+	// control plane restarted: it keeps its state and does not rerun init.
+	RecoveryReattached = "reattached"
+)
+
+// EnvReconnectWindow tells a process how long to keep trying to reconnect
+// after it lost the control plane (a Duration such as "10m").
+const EnvReconnectWindow = "HELMR_RECONNECT_WINDOW"
 
 // Msg is one protocol message. Type selects which fields are meaningful.
 type Msg struct {
@@ -65,6 +91,8 @@ type Msg struct {
 	// hello
 	Protocol string `json:"protocol,omitempty"`
 	PID      int    `json:"pid,omitempty"`
+	// Resume is set in the hello of a process that reconnects.
+	Resume *Resume `json:"resume,omitempty"`
 	// welcome
 	Welcome *Welcome `json:"welcome,omitempty"`
 	// turn.start
@@ -86,6 +114,73 @@ type Msg struct {
 	Error *helmrtype.Error `json:"error,omitempty"`
 	// ack of output
 	Sequence int64 `json:"sequence,omitempty"`
+	// ask
+	Ask *AskStart `json:"ask,omitempty"`
+	// token.create, and its ack
+	Token *TokenStart `json:"token,omitempty"`
+	// TokenState answers token.create.
+	TokenState *helmrtype.TokenState `json:"token_state,omitempty"`
+	// wait.start
+	Wait *WaitStart `json:"wait,omitempty"`
+	// wait.resolved
+	WaitID  string       `json:"wait_id,omitempty"`
+	Outcome *WaitOutcome `json:"outcome,omitempty"`
+}
+
+// Resume is what a reconnecting process says about itself.
+type Resume struct {
+	// Ready is true once init has succeeded.
+	Ready bool `json:"ready"`
+	// TurnID is the Turn the process runs (including one whose settlement
+	// is not acknowledged yet), "" when idle.
+	TurnID string `json:"turn_id,omitempty"`
+}
+
+// AskStart asks a person a question; the process chooses the ID.
+type AskStart struct {
+	ID       string             `json:"id"`
+	Question helmrtype.Question `json:"question"`
+}
+
+// TokenStart creates a Token; the process chooses the ID and the public
+// access credential, of which the server keeps only a hash.
+type TokenStart struct {
+	ID     string                `json:"id"`
+	Secret string                `json:"secret"`
+	Create helmrtype.TokenCreate `json:"create"`
+}
+
+// Wait kinds.
+const (
+	WaitTimer = "timer"
+	WaitToken = "token"
+	WaitAsk   = "ask"
+)
+
+// WaitStart starts a durable wait; the process chooses the ID. A repeat
+// with the same ID is answered as the first was.
+type WaitStart struct {
+	ID   string `json:"id"`
+	Kind string `json:"kind"`
+	// TargetID is the Token or question waited on.
+	TargetID string `json:"target_id,omitempty"`
+	// Until is when a timer fires.
+	Until *time.Time `json:"until,omitempty"`
+	// Timeout ends a Token or question wait with wait_timeout (a Duration).
+	Timeout string `json:"timeout,omitempty"`
+	// IdleTimeout is how long the process stays hot before the wait may be
+	// suspended (a Duration, 1ms–1h; default 30s).
+	IdleTimeout string `json:"idle_timeout,omitempty"`
+}
+
+// WaitOutcome is how a wait ended: Status is "resolved" with Value (the
+// Token's data, the answer; null for a timer), or "failed" with Error
+// (wait_timeout, token_cancelled, token_expired, ask cancelled, …).
+type WaitOutcome struct {
+	Status      string               `json:"status"`
+	Value       json.RawMessage      `json:"value,omitempty"`
+	RespondedBy *helmrtype.Responder `json:"responded_by,omitempty"`
+	Error       *helmrtype.Error     `json:"error,omitempty"`
 }
 
 // Welcome tells a process which Session it serves.

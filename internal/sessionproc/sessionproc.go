@@ -5,6 +5,7 @@
 package sessionproc
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -43,6 +45,9 @@ type Info struct {
 	DeploymentID   string
 	RecoveryKind   string
 	RecoveryReason string
+	// IdleTimeout is the default hot-wait duration of this Agent's waits
+	// ("" for the server's default of 30s).
+	IdleTimeout string
 	// Ctx ends when the process shuts down.
 	Ctx context.Context
 }
@@ -64,13 +69,31 @@ type Rejecter interface{ RejectsMessage() bool }
 
 // Conn is a connected session process.
 type Conn struct {
-	ws     *websocket.Conn
 	agents map[string]Agent
+	// redial reconnects after the control plane went away; nil means a
+	// lost connection is final.
+	redial func(context.Context) (*websocket.Conn, error)
+	window time.Duration
+
+	// wmu orders writes and guards ws: an operation is registered and
+	// written under it, and a reconnect replays the unacknowledged ones
+	// under it, so every op reaches the server once per connection, in
+	// order.
+	wmu sync.Mutex
+	ws  *websocket.Conn
 
 	mu      sync.Mutex
-	pending map[string]chan *protocol.Msg // by turn ID + op
-	closed  chan struct{}                 // closed when the connection is lost
-	turn    *Turn                         // the running Turn
+	pending map[string]*pendingOp // by turn ID + op
+	closed  chan struct{}         // closed when the connection is lost for good
+	turn    *Turn                 // the running Turn
+	ready   bool                  // init succeeded
+	waiters map[string]waiter     // blocked durable waits, by wait ID
+}
+
+// pendingOp is an operation waiting for its ack.
+type pendingOp struct {
+	msg *protocol.Msg
+	ch  chan *protocol.Msg
 }
 
 // Dial connects to the protocol endpoint on a Unix socket.
@@ -103,16 +126,28 @@ func RunFromEnv(ctx context.Context, agents []Agent) error {
 	if err != nil {
 		return err
 	}
-	return Serve(ctx, ws, agent, agents)
+	window := 10 * time.Minute
+	if v := os.Getenv(protocol.EnvReconnectWindow); v != "" {
+		if d, err := helmrtype.ParseDuration(v); err == nil {
+			window = d
+		}
+	}
+	return serve(ctx, ws, agent, agents, func(ctx context.Context) (*websocket.Conn, error) { return Dial(ctx, socket, token) }, window)
 }
 
-// Serve runs the protocol on an open connection for the named Agent.
+// Serve runs the protocol on an open connection for the named Agent. A lost
+// connection is final.
 func Serve(ctx context.Context, ws *websocket.Conn, agentID string, agents []Agent) error {
-	c := &Conn{ws: ws, agents: map[string]Agent{}, pending: map[string]chan *protocol.Msg{}, closed: make(chan struct{})}
+	return serve(ctx, ws, agentID, agents, nil, 0)
+}
+
+func serve(ctx context.Context, ws *websocket.Conn, agentID string, agents []Agent, redial func(context.Context) (*websocket.Conn, error), window time.Duration) error {
+	c := &Conn{ws: ws, agents: map[string]Agent{}, pending: map[string]*pendingOp{}, closed: make(chan struct{}),
+		redial: redial, window: window}
 	for _, a := range agents {
 		c.agents[a.AgentID()] = a
 	}
-	defer ws.CloseNow()
+	defer func() { c.conn().CloseNow() }()
 	// The connection outlives ctx: when ctx ends (SIGTERM), the process
 	// drains like a shutdown from the server, settling its running Turn
 	// before it closes the connection.
@@ -150,6 +185,9 @@ func Serve(ctx context.Context, ws *websocket.Conn, agentID string, agents []Age
 	go func() {
 		for {
 			m, err := c.read(conn)
+			if err != nil && procCtx.Err() == nil && c.reconnect(conn, err) {
+				continue
+			}
 			if err != nil {
 				readErr <- err
 				close(c.closed)
@@ -175,6 +213,8 @@ func Serve(ctx context.Context, ws *websocket.Conn, agentID string, agents []Age
 				}
 			case protocol.TypeShutdown:
 				shutdown(ErrShutdown)
+			case protocol.TypeWaitResolved:
+				c.resolveWait(m.WaitID, m.Outcome)
 			case protocol.TypeTurnStart:
 				if m.Turn == nil {
 					continue
@@ -198,14 +238,17 @@ func Serve(ctx context.Context, ws *websocket.Conn, agentID string, agents []Age
 		// init was ended by a shutdown: that is a stop, not a failure, and
 		// the queued Turns stay queued.
 		c.write(conn, &protocol.Msg{Type: protocol.TypeStopping})
-		ws.Close(websocket.StatusNormalClosure, "shutdown")
+		c.conn().Close(websocket.StatusNormalClosure, "shutdown")
 		return nil
 	}
 	if err != nil {
 		c.write(conn, &protocol.Msg{Type: protocol.TypeInitFailed, Error: asError(err, helmrtype.CodeHandlerFailed)})
 		return fmt.Errorf("init: %w", err)
 	}
-	if err := c.write(conn, &protocol.Msg{Type: protocol.TypeReady}); err != nil {
+	c.mu.Lock()
+	c.ready = true
+	c.mu.Unlock()
+	if err := c.write(conn, &protocol.Msg{Type: protocol.TypeReady}); err != nil && c.redial == nil {
 		return err
 	}
 	var running sync.WaitGroup
@@ -224,7 +267,7 @@ func Serve(ctx context.Context, ws *websocket.Conn, agentID string, agents []Age
 			c.write(conn, &protocol.Msg{Type: protocol.TypeStopping})
 			c.cancelTurn(ErrShutdown)
 			running.Wait()
-			ws.Close(websocket.StatusNormalClosure, "shutdown")
+			c.conn().Close(websocket.StatusNormalClosure, "shutdown")
 			return nil
 		case t, ok = <-starts:
 			if !ok {
@@ -285,8 +328,14 @@ func (c *Conn) cancelTurn(cause error) {
 	}
 }
 
+func (c *Conn) conn() *websocket.Conn {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.ws
+}
+
 func (c *Conn) read(ctx context.Context) (*protocol.Msg, error) {
-	_, b, err := c.ws.Read(ctx)
+	_, b, err := c.conn().Read(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -298,6 +347,13 @@ func (c *Conn) read(ctx context.Context) (*protocol.Msg, error) {
 }
 
 func (c *Conn) write(ctx context.Context, m *protocol.Msg) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.writeLocked(ctx, m)
+}
+
+// writeLocked writes m on the current connection; c.wmu is held.
+func (c *Conn) writeLocked(ctx context.Context, m *protocol.Msg) error {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return err
@@ -305,29 +361,101 @@ func (c *Conn) write(ctx context.Context, m *protocol.Msg) error {
 	return c.ws.Write(ctx, websocket.MessageText, b)
 }
 
+// reconnect tries, for the reconnect window, to reach a control plane again
+// after the connection was lost (a control-plane restart): it says what it
+// runs in hello, takes the welcome, and replays every operation not yet
+// acknowledged. It reports false when the loss is final.
+func (c *Conn) reconnect(ctx context.Context, cause error) bool {
+	if c.redial == nil || websocket.CloseStatus(cause) == websocket.StatusPolicyViolation {
+		return false
+	}
+	end := time.Now().Add(c.window)
+	backoff := 50 * time.Millisecond
+	for time.Now().Before(end) {
+		time.Sleep(backoff)
+		backoff = min(backoff*2, time.Second)
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		ws, err := c.redial(dctx)
+		cancel()
+		if err != nil {
+			continue
+		}
+		c.mu.Lock()
+		resume := &protocol.Resume{Ready: c.ready}
+		if c.turn != nil {
+			resume.TurnID = c.turn.ID
+		}
+		c.mu.Unlock()
+		if c.rejoin(ctx, ws, resume) {
+			return true
+		}
+		ws.CloseNow()
+	}
+	return false
+}
+
+// rejoin does the handshake on a new connection and replays pending ops.
+func (c *Conn) rejoin(ctx context.Context, ws *websocket.Conn, resume *protocol.Resume) bool {
+	b, _ := json.Marshal(&protocol.Msg{Type: protocol.TypeHello, Protocol: protocol.Version, PID: os.Getpid(), Resume: resume})
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if ws.Write(wctx, websocket.MessageText, b) != nil {
+		return false
+	}
+	_, b, err := ws.Read(wctx)
+	var m protocol.Msg
+	if err != nil || json.Unmarshal(b, &m) != nil || m.Type != protocol.TypeWelcome {
+		return false
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.ws.CloseNow()
+	c.ws = ws
+	c.mu.Lock()
+	ops := make([]*protocol.Msg, 0, len(c.pending))
+	for _, p := range c.pending {
+		ops = append(ops, p.msg)
+	}
+	c.mu.Unlock()
+	slices.SortFunc(ops, func(a, b *protocol.Msg) int {
+		return cmp.Or(cmp.Compare(a.TurnID, b.TurnID), cmp.Compare(a.Op, b.Op))
+	})
+	for _, m := range ops {
+		if c.writeLocked(ctx, m) != nil {
+			return true // the read that follows notices and reconnects again
+		}
+	}
+	c.resumeWaits(ctx)
+	return true
+}
+
 func ackKey(turnID string, op int64) string { return fmt.Sprintf("%s/%d", turnID, op) }
 
 func (c *Conn) deliverAck(m *protocol.Msg) {
 	k := ackKey(m.TurnID, m.Op)
 	c.mu.Lock()
-	ch := c.pending[k]
+	p := c.pending[k]
 	delete(c.pending, k)
 	c.mu.Unlock()
-	if ch != nil {
-		ch <- m
+	if p != nil {
+		p.ch <- m
 	}
 }
 
-// send registers an operation for its ack and writes it.
+// send registers an operation for its ack and writes it. When the
+// connection can be re-established, a failed write is not an error: the
+// operation stays pending and is replayed after the reconnect.
 func (c *Conn) send(ctx context.Context, m *protocol.Msg) (chan *protocol.Msg, error) {
 	ch := make(chan *protocol.Msg, 1)
 	k := ackKey(m.TurnID, m.Op)
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	c.mu.Lock()
-	c.pending[k] = ch
+	c.pending[k] = &pendingOp{msg: m, ch: ch}
 	c.mu.Unlock()
 	// The write is not abandoned midway: a half-written frame would break
 	// the connection.
-	if err := c.write(context.WithoutCancel(ctx), m); err != nil {
+	if err := c.writeLocked(context.WithoutCancel(ctx), m); err != nil && c.redial == nil {
 		c.mu.Lock()
 		delete(c.pending, k)
 		c.mu.Unlock()

@@ -54,7 +54,7 @@ func newTurn(c *Conn, ts *protocol.TurnStart, info *Info) *Turn {
 	procCtx := info.Ctx
 	t := &Turn{ID: ts.ID, Sequence: ts.Sequence, CreatedAt: ts.CreatedAt, Input: ts.Input, Source: ts.Source,
 		Deadline: ts.Deadline, c: c, info: info, msgSeen: map[string]bool{}, msgWake: make(chan struct{}, 1), msgDone: make(chan struct{})}
-	ctx, end := context.WithCancelCause(context.WithoutCancel(procCtx))
+	ctx, end := context.WithCancelCause(context.WithValue(context.WithoutCancel(procCtx), turnKey{}, t))
 	if ts.Deadline != nil {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadlineCause(ctx, *ts.Deadline, ErrDeadline)

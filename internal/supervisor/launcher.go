@@ -8,6 +8,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"syscall"
+	"time"
+
+	"github.com/helmr-go/helmr/helmrtype"
 
 	"github.com/helmr-go/helmr/internal/protocol"
 )
@@ -21,11 +24,18 @@ type LaunchSpec struct {
 	// Socket and Token are how the process reaches the protocol endpoint.
 	Socket string
 	Token  string
+	// ReconnectWindow is how long the process tries to reconnect after it
+	// lost the control plane.
+	ReconnectWindow time.Duration
 }
 
 // Env returns the protocol variables a session process reads.
 func (s LaunchSpec) Env() []string {
-	return []string{protocol.EnvSocket + "=" + s.Socket, protocol.EnvToken + "=" + s.Token, protocol.EnvAgent + "=" + s.Agent}
+	env := []string{protocol.EnvSocket + "=" + s.Socket, protocol.EnvToken + "=" + s.Token, protocol.EnvAgent + "=" + s.Agent}
+	if s.ReconnectWindow > 0 {
+		env = append(env, protocol.EnvReconnectWindow+"="+helmrtype.FormatDuration(s.ReconnectWindow))
+	}
+	return env
 }
 
 // Process is a running session process.

@@ -17,6 +17,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/engine"
+	"github.com/helmr-go/helmr/internal/freezer"
 	"github.com/helmr-go/helmr/internal/protocol"
 	"github.com/helmr-go/helmr/internal/store"
 )
@@ -31,10 +32,26 @@ const killGrace = 2 * time.Second
 
 // Options configure New.
 type Options struct {
-	// SocketPath is the Unix socket where processes reach the protocol endpoint.
+	// SocketPath is the Unix socket where processes reach the protocol
+	// endpoint. It must stay the same across restarts for processes to
+	// reattach.
 	SocketPath string
-	Logger     *slog.Logger
+	// ReconnectWindow is how long a process that lost the control plane
+	// keeps trying to reconnect before it gives up (default 10 minutes).
+	ReconnectWindow time.Duration
+	// ReattachWindow is how long Recover waits for a surviving process to
+	// reconnect before it ends it (default 30 seconds).
+	ReattachWindow time.Duration
+	// Freezer suspends processes whose waits are idle; nil keeps them hot.
+	Freezer freezer.Freezer
+	Logger  *slog.Logger
 }
+
+// Default windows of Options.
+const (
+	DefaultReconnectWindow = 10 * time.Minute
+	DefaultReattachWindow  = 30 * time.Second
+)
 
 // Supervisor runs session processes.
 type Supervisor struct {
@@ -42,6 +59,7 @@ type Supervisor struct {
 	launcher Launcher
 	log      *slog.Logger
 	socket   string
+	opts     Options
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -49,10 +67,11 @@ type Supervisor struct {
 
 	conns sync.WaitGroup // protocol connections being served
 
-	mu      sync.Mutex
-	procs   map[string]*proc // by session ID
-	tokens  map[string]*proc // by process token
-	closing bool
+	mu        sync.Mutex
+	procs     map[string]*proc // by session ID
+	tokens    map[string]*proc // by hash of the process token
+	closing   bool
+	detaching bool // closing without stopping processes
 }
 
 // New returns a Supervisor and registers it with the engine.
@@ -60,8 +79,14 @@ func New(eng *engine.Engine, l Launcher, opts Options) *Supervisor {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.ReconnectWindow <= 0 {
+		opts.ReconnectWindow = DefaultReconnectWindow
+	}
+	if opts.ReattachWindow <= 0 {
+		opts.ReattachWindow = DefaultReattachWindow
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Supervisor{eng: eng, launcher: l, log: opts.Logger, socket: opts.SocketPath, ctx: ctx, cancel: cancel,
+	s := &Supervisor{eng: eng, launcher: l, log: opts.Logger, socket: opts.SocketPath, opts: opts, ctx: ctx, cancel: cancel,
 		procs: map[string]*proc{}, tokens: map[string]*proc{}}
 	eng.SetNotifier(s)
 	return s
@@ -74,12 +99,16 @@ const (
 	stateReady
 	stateStopping
 	stateDead
+	// stateReattaching: a process that survived a control-plane restart,
+	// not reconnected yet.
+	stateReattaching
 )
 
 // proc is one session process and its connection.
 type proc struct {
 	sessionID string
-	token     string
+	tokenHash string
+	launchID  string
 	launch    *engine.Launch
 	process   Process
 
@@ -103,6 +132,13 @@ type proc struct {
 	sentMsgs      map[string]bool // messages sent for the running Turn
 	helloTimer    *time.Timer
 	retireTimer   *time.Timer
+	// waits are the open waits of the running Turn, with their idle
+	// timeouts; see suspend.go.
+	waits      map[string]time.Duration
+	freeze     freezer.Handle // nil when the host cannot freeze
+	frozen     bool
+	lastActive time.Time
+	idleTimer  *time.Timer
 	// writeMu orders writes to the connection, so that turn.start goes out
 	// before any cancel or message for that Turn.
 	writeMu sync.Mutex
@@ -118,14 +154,20 @@ const helloTimeout = 30 * time.Second
 // retireGrace bounds how long a retired process may take to exit.
 const retireGrace = 5 * time.Second
 
-// kill ends the process now, or as soon as it exists.
+// kill ends the process now, or as soon as it exists. A frozen process
+// is thawed after the signal, so that the signal lands.
 func (p *proc) kill() {
 	p.mu.Lock()
 	p.killed = true
-	proc := p.process
+	proc, h := p.process, p.freeze
 	p.mu.Unlock()
 	if proc != nil {
 		proc.Kill()
+	}
+	if h != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		h.Thaw(ctx)
+		cancel()
 	}
 }
 
@@ -138,13 +180,13 @@ func (s *Supervisor) SessionWork(sessionID string) {
 	}
 	p, ok := s.procs[sessionID]
 	if !ok {
-		token, _ := engine.NewSecret("hlmr_proc_")
-		p = &proc{sessionID: sessionID, token: token}
+		token, hash := engine.NewSecret("hlmr_proc_")
+		p = &proc{sessionID: sessionID, tokenHash: hash, launchID: engine.NewID()}
 		s.procs[sessionID] = p
-		s.tokens[p.token] = p
+		s.tokens[p.tokenHash] = p
 		s.wg.Add(1)
 		s.mu.Unlock()
-		go s.start(p)
+		go s.start(p, token)
 		return
 	}
 	s.mu.Unlock()
@@ -187,6 +229,7 @@ func (s *Supervisor) TurnMessage(sessionID, turnID string) {
 	}
 	p.mu.Unlock()
 	if running {
+		s.activity(p)
 		s.sendPending(p, turnID)
 	}
 }
@@ -204,7 +247,7 @@ func (s *Supervisor) get(sessionID string) *proc {
 	return s.procs[sessionID]
 }
 
-func (s *Supervisor) start(p *proc) {
+func (s *Supervisor) start(p *proc, token string) {
 	defer s.wg.Done()
 	ctx := s.ctx
 	l, err := s.eng.PrepareLaunch(ctx, p.sessionID)
@@ -214,7 +257,8 @@ func (s *Supervisor) start(p *proc) {
 		p.mu.Unlock()
 		var proc Process
 		proc, err = s.launcher.Launch(ctx, LaunchSpec{SessionID: p.sessionID, ComputerID: l.Session.ComputerID,
-			Agent: l.Session.Agent, Binary: l.Binary, Socket: s.socket, Token: p.token})
+			Agent: l.Session.Agent, Binary: l.Binary, Socket: s.socket, Token: token,
+			ReconnectWindow: s.opts.ReconnectWindow})
 		if err == nil {
 			p.mu.Lock()
 			p.process = proc
@@ -243,8 +287,45 @@ func (s *Supervisor) start(p *proc) {
 		return
 	}
 	s.log.Debug("session process started", "session", p.sessionID)
-	<-p.process.Done()
-	s.exited(p)
+	if pp, ok := p.process.(interface{ PID() int }); ok {
+		s.attachFreezer(p, pp.PID())
+	}
+	s.record(p, l)
+	s.watch(p)
+}
+
+// record stores the process's record, so that a restarted control plane
+// can reattach it. Without one the process cannot outlive this one.
+func (s *Supervisor) record(p *proc, l *engine.Launch) {
+	pp, ok := p.process.(interface{ PID() int })
+	if !ok {
+		return
+	}
+	sid, err := startID(pp.PID())
+	if err == nil {
+		err = s.eng.RecordProcess(s.ctx, &store.Process{SessionID: p.sessionID, LaunchID: p.launchID, PID: pp.PID(),
+			StartID: sid, TokenHash: p.tokenHash, ComputerID: l.Session.ComputerID, Recovery: l.Recovery, LaunchedAt: s.eng.Now()})
+	}
+	if err != nil && s.ctx.Err() == nil {
+		s.log.Warn("record session process; it cannot reattach after a restart", "session", p.sessionID, "err", err)
+	}
+}
+
+// watch waits for the process to end, unless this control plane detaches
+// from it first.
+func (s *Supervisor) watch(p *proc) {
+	select {
+	case <-p.process.Done():
+		s.exited(p)
+	case <-s.ctx.Done():
+		s.mu.Lock()
+		detaching := s.detaching
+		s.mu.Unlock()
+		if !detaching {
+			<-p.process.Done()
+			s.exited(p)
+		}
+	}
 }
 
 func (s *Supervisor) forget(p *proc) {
@@ -252,7 +333,7 @@ func (s *Supervisor) forget(p *proc) {
 	if s.procs[p.sessionID] == p {
 		delete(s.procs, p.sessionID)
 	}
-	delete(s.tokens, p.token)
+	delete(s.tokens, p.tokenHash)
 	s.mu.Unlock()
 }
 
@@ -296,7 +377,9 @@ func (s *Supervisor) exited(p *proc) {
 		conn.CloseNow()
 	}
 	s.forget(p)
+	s.releaseFreezer(p)
 	ctx := context.Background()
+	s.eng.ForgetProcess(ctx, p.sessionID, p.launchID)
 	why := "the session process exited"
 	if err := p.process.Err(); err != nil {
 		why = err.Error()
@@ -304,6 +387,13 @@ func (s *Supervisor) exited(p *proc) {
 	switch {
 	case s.isClosing() && running == "":
 		// Shutting down: queued work stays queued for the next start.
+	case p.launch == nil:
+		// A process that survived a restart and never reattached: what it
+		// ran is lost.
+		s.log.Warn("session process did not reattach", "session", p.sessionID, "why", why)
+		s.eng.FailRunningTurn(ctx, p.sessionID, helmrtype.TurnInterrupted, helmrtype.CodeExecutionLost,
+			"the control plane restarted and the session process did not reattach; the turn is not replayed")
+		s.relaunchIfWork(p.sessionID)
 	case initError != "":
 		// init failed: the Turn that would have run failed with its error;
 		// the next queued Turn gets a new process, which runs init again.
@@ -363,6 +453,10 @@ func (p *proc) stopTimers() {
 		p.deadline.Stop()
 		p.deadline = nil
 	}
+	if p.idleTimer != nil {
+		p.idleTimer.Stop()
+		p.idleTimer = nil
+	}
 }
 
 // ServeHTTP is the protocol endpoint: a session process connects here with
@@ -375,7 +469,7 @@ func (s *Supervisor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	p := s.tokens[token[len(prefix):]]
+	p := s.tokens[engine.HashSecret(token[len(prefix):])]
 	closing := s.closing
 	s.mu.Unlock()
 	if closing {
@@ -404,7 +498,7 @@ func (s *Supervisor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer s.conns.Done()
 	conn.SetReadLimit(32 << 20)
 	p.mu.Lock()
-	if p.conn != nil || p.state != stateStarting {
+	if p.conn != nil || (p.state != stateStarting && p.state != stateReattaching) {
 		p.mu.Unlock()
 		conn.Close(websocket.StatusPolicyViolation, "process already connected")
 		return
@@ -454,7 +548,10 @@ func (s *Supervisor) serve(p *proc, conn *websocket.Conn) {
 			p.mu.Lock()
 			dead := p.state == stateDead
 			p.mu.Unlock()
-			if !dead {
+			s.mu.Lock()
+			detaching := s.detaching
+			s.mu.Unlock()
+			if !dead && !detaching {
 				p.kill()
 			}
 			return
@@ -464,6 +561,7 @@ func (s *Supervisor) serve(p *proc, conn *websocket.Conn) {
 			s.log.Warn("bad protocol message", "session", p.sessionID, "err", err)
 			continue
 		}
+		s.activity(p)
 		s.handle(ctx, p, &m)
 	}
 }
@@ -496,7 +594,12 @@ func (s *Supervisor) handle(ctx context.Context, p *proc, m *protocol.Msg) {
 		}
 		p.mu.Lock()
 		l := p.launch
+		reattaching := p.state == stateReattaching
 		p.mu.Unlock()
+		if reattaching {
+			s.reattach(ctx, p, m.Resume)
+			return
+		}
 		w := &protocol.Welcome{Agent: l.Session.Agent, SessionID: l.Session.ID, SessionKey: l.Session.Key,
 			ParentID: l.Session.ParentSessionID, ComputerID: l.Session.ComputerID, DeploymentID: l.Session.DeploymentID,
 			Recovery: protocol.Recovery{Kind: l.Recovery}, ServerTime: time.Now().UTC()}
@@ -557,6 +660,7 @@ func (s *Supervisor) handle(ctx context.Context, p *proc, m *protocol.Msg) {
 		if p.running == m.TurnID {
 			p.stopTimers()
 			p.cancelled = false
+			p.waits = nil
 			p.running = ""
 			if mine {
 				p.running = "-"
@@ -587,6 +691,8 @@ func (s *Supervisor) handle(ctx context.Context, p *proc, m *protocol.Msg) {
 		} else if !retire {
 			s.dispatch(p)
 		}
+	case protocol.TypeAsk, protocol.TypeTokenCreate, protocol.TypeWaitStart, protocol.TypeWaitResume, protocol.TypeWaitCancel:
+		s.handleWait(ctx, p, m)
 	default:
 		s.log.Warn("unknown protocol message", "session", p.sessionID, "type", m.Type)
 	}
@@ -670,14 +776,7 @@ func (s *Supervisor) started(p *proc, t *store.Turn, msgs []store.Message, err e
 	p.running = t.ID
 	start := &protocol.TurnStart{ID: t.ID, Sequence: t.Sequence, CreatedAt: t.CreatedAt, Input: t.Input}
 	json.Unmarshal(t.Source, &start.Source)
-	if d := p.launch.Agent.MaxTurnDuration; d != "" {
-		if dur, err := helmrtype.ParseDuration(d); err == nil {
-			at := t.StartedAt.Add(dur)
-			start.Deadline = &at
-			turnID := t.ID
-			p.deadline = time.AfterFunc(time.Until(at), func() { s.deadlineReached(p, turnID) })
-		}
-	}
+	start.Deadline = s.armDeadline(p, t)
 	cancelReason, cancelPending := p.pendingCancel[t.ID]
 	msgPending := p.pendingMsgs
 	p.pendingCancel, p.pendingMsgs = nil, false
@@ -734,6 +833,23 @@ func (s *Supervisor) sendPending(p *proc, turnID string) {
 	}
 }
 
+// armDeadline starts the timer of the Turn's max_turn_duration, if the
+// Agent has one, and returns the deadline; p.mu is held.
+func (s *Supervisor) armDeadline(p *proc, t *store.Turn) *time.Time {
+	d := p.launch.Agent.MaxTurnDuration
+	if d == "" || t.StartedAt == nil {
+		return nil
+	}
+	dur, err := helmrtype.ParseDuration(d)
+	if err != nil {
+		return nil
+	}
+	at := t.StartedAt.Add(dur)
+	turnID := t.ID
+	p.deadline = time.AfterFunc(time.Until(at), func() { s.deadlineReached(p, turnID) })
+	return &at
+}
+
 func (s *Supervisor) deadlineReached(p *proc, turnID string) {
 	s.eng.RecordDeadline(context.Background(), p.sessionID, turnID)
 	s.cancelTurn(p, turnID, protocol.ReasonDeadline)
@@ -770,13 +886,57 @@ func (s *Supervisor) cancelTurn(p *proc, turnID, reason string) {
 		}
 	})
 	p.mu.Unlock()
+	s.activity(p)
 	s.send(p, &protocol.Msg{Type: protocol.TypeCancel, TurnID: turnID, Reason: reason})
 }
 
-// Recover settles Turns orphaned by a previous control plane and starts
-// processes for Sessions with queued Turns.
+// Recover takes charge after a restart: processes of the previous control
+// plane that are still alive get ReattachWindow to reconnect and keep their
+// running Turns; other running Turns settle interrupted (execution_lost).
+// Sessions with queued Turns get processes.
 func (s *Supervisor) Recover(ctx context.Context) error {
-	ids, err := s.eng.Recover(ctx)
+	recs, err := s.eng.Processes(ctx)
+	if err != nil {
+		return err
+	}
+	live := map[string]bool{}
+	var adopted []*proc
+	for _, r := range recs {
+		ap, err := adopt(r.PID, r.StartID)
+		if err != nil {
+			s.eng.ForgetProcess(ctx, r.SessionID, r.LaunchID)
+			continue
+		}
+		p := &proc{sessionID: r.SessionID, tokenHash: r.TokenHash, launchID: r.LaunchID, process: ap, state: stateReattaching}
+		live[r.SessionID] = true
+		adopted = append(adopted, p)
+	}
+	s.mu.Lock()
+	for _, p := range adopted {
+		s.procs[p.sessionID] = p
+		s.tokens[p.tokenHash] = p
+	}
+	s.mu.Unlock()
+	for _, p := range adopted {
+		s.attachFreezer(p, p.process.(*adoptedProcess).PID())
+		p.mu.Lock()
+		p.helloTimer = time.AfterFunc(s.opts.ReattachWindow, func() {
+			p.mu.Lock()
+			silent := p.state == stateReattaching
+			p.mu.Unlock()
+			if silent {
+				s.log.Warn("session process did not reattach in time; ending it", "session", p.sessionID)
+				p.kill()
+			}
+		})
+		p.mu.Unlock()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.watch(p)
+		}()
+	}
+	ids, err := s.eng.Recover(ctx, live)
 	if err != nil {
 		return err
 	}
@@ -784,6 +944,95 @@ func (s *Supervisor) Recover(ctx context.Context) error {
 		s.SessionWork(id)
 	}
 	return nil
+}
+
+// reattach takes back a process that survived a restart and reconnected.
+// It keeps its state: init does not run again, its running Turn goes on and
+// its unacknowledged operations arrive again (applied once, by op). A Turn
+// the store started but the process never saw is sent to it now.
+func (s *Supervisor) reattach(ctx context.Context, p *proc, r *protocol.Resume) {
+	if r == nil {
+		r = &protocol.Resume{}
+	}
+	l, err := s.eng.PrepareLaunch(ctx, p.sessionID)
+	var t *store.Turn
+	if err == nil {
+		t, err = s.eng.RunningTurn(ctx, p.sessionID)
+	}
+	if err != nil {
+		s.log.Error("reattach session process", "session", p.sessionID, "err", err)
+		p.kill()
+		return
+	}
+	if r.TurnID != "" && (t == nil || t.ID != r.TurnID) {
+		// The process still settles a Turn the store settled (its ack was
+		// lost in the restart): the repeated settle is acknowledged.
+		if _, err := s.eng.GetTurn(ctx, p.sessionID, r.TurnID); err != nil {
+			s.log.Warn("reattached process runs an unknown turn; ending it", "session", p.sessionID, "turn", r.TurnID)
+			p.kill()
+			return
+		}
+	}
+	unseen := t != nil && t.ID != r.TurnID
+	p.mu.Lock()
+	l.Recovery = protocol.RecoveryReattached
+	p.launch = l
+	if p.helloTimer != nil {
+		p.helloTimer.Stop()
+		p.helloTimer = nil
+	}
+	p.state = stateStarting
+	if r.Ready {
+		p.state = stateReady
+	}
+	p.sentMsgs = map[string]bool{}
+	switch {
+	case unseen:
+		p.running = "-" // started below
+	case t != nil:
+		p.running = t.ID
+		s.armDeadline(p, t)
+	}
+	p.mu.Unlock()
+	s.log.Info("session process reattached", "session", p.sessionID, "turn", r.TurnID)
+	w := &protocol.Welcome{Agent: l.Session.Agent, SessionID: l.Session.ID, SessionKey: l.Session.Key,
+		ParentID: l.Session.ParentSessionID, ComputerID: l.Session.ComputerID, DeploymentID: l.Session.DeploymentID,
+		Recovery: protocol.Recovery{Kind: l.Recovery}, ServerTime: time.Now().UTC()}
+	s.send(p, &protocol.Msg{Type: protocol.TypeWelcome, Welcome: w})
+	switch {
+	case unseen:
+		msgs, err := s.eng.PendingMessages(ctx, t.ID)
+		s.started(p, t, msgs, err)
+	case t != nil:
+		s.sendPending(p, t.ID)
+	case r.Ready:
+		s.dispatch(p)
+	}
+}
+
+// Detach closes every protocol connection without stopping the processes:
+// they keep running and reconnect to the next control plane on the same
+// data directory (helmr server's stop, for restarts and upgrades).
+func (s *Supervisor) Detach() {
+	s.mu.Lock()
+	s.closing, s.detaching = true, true
+	procs := make([]*proc, 0, len(s.procs))
+	for _, p := range s.procs {
+		procs = append(procs, p)
+	}
+	s.mu.Unlock()
+	s.cancel()
+	for _, p := range procs {
+		p.mu.Lock()
+		p.stopTimers()
+		conn := p.conn
+		p.mu.Unlock()
+		if conn != nil {
+			conn.Close(websocket.StatusGoingAway, "the control plane is restarting")
+		}
+	}
+	s.wg.Wait()
+	s.conns.Wait()
 }
 
 // Close asks every process to shut down, waits for them until ctx ends,
@@ -801,6 +1050,7 @@ func (s *Supervisor) Close(ctx context.Context) {
 		p.expected = true
 		p.state = stateStopping
 		p.mu.Unlock()
+		s.activity(p)
 		s.send(p, &protocol.Msg{Type: protocol.TypeShutdown})
 	}
 	done := make(chan struct{})
@@ -814,4 +1064,81 @@ func (s *Supervisor) Close(ctx context.Context) {
 		<-done
 	}
 	s.cancel()
+}
+
+// handleWait serves the wait operations of a process: questions, Tokens,
+// and the start and resumption of waits.
+func (s *Supervisor) handleWait(ctx context.Context, p *proc, m *protocol.Msg) {
+	switch m.Type {
+	case protocol.TypeAsk:
+		if m.Ask == nil {
+			s.ack(p, m, 0, helmrtype.Errorf(helmrtype.CodeInvalidRequest, "ask needs a question"))
+			return
+		}
+		s.ack(p, m, 0, s.eng.Ask(ctx, p.sessionID, m.TurnID, m.Op, m.Ask.ID, &m.Ask.Question))
+	case protocol.TypeTokenCreate:
+		if m.Token == nil {
+			s.ack(p, m, 0, helmrtype.Errorf(helmrtype.CodeInvalidRequest, "token.create needs a token"))
+			return
+		}
+		st, err := s.eng.CreateToken(ctx, p.sessionID, m.TurnID, m.Op, m.Token.ID, m.Token.Secret, m.Token.Create)
+		a := &protocol.Msg{Type: protocol.TypeAck, Op: m.Op, TurnID: m.TurnID, TokenState: st}
+		if err != nil {
+			a.Error, a.TokenState = toError(err), nil
+		}
+		s.send(p, a)
+	case protocol.TypeWaitStart:
+		if m.Wait == nil {
+			s.ack(p, m, 0, helmrtype.Errorf(helmrtype.CodeInvalidRequest, "wait.start needs a wait"))
+			return
+		}
+		w := m.Wait
+		o, err := s.eng.StartWait(ctx, p.sessionID, m.TurnID, m.Op, engine.WaitRequest{ID: w.ID, Kind: w.Kind,
+			TargetID: w.TargetID, Until: w.Until, Timeout: w.Timeout, IdleTimeout: w.IdleTimeout})
+		s.ack(p, m, 0, err)
+		if err == nil && o != nil {
+			s.sendResolved(p, m.TurnID, w.ID, o)
+		}
+	case protocol.TypeWaitCancel:
+		s.ack(p, m, 0, s.eng.CancelWait(ctx, p.sessionID, m.TurnID, m.Op, m.WaitID))
+	case protocol.TypeWaitResume:
+		o, err := s.eng.ResumeWait(ctx, p.sessionID, m.WaitID)
+		if err == nil && o != nil {
+			s.sendResolved(p, m.TurnID, m.WaitID, o)
+		}
+	}
+}
+
+func (s *Supervisor) sendResolved(p *proc, turnID, waitID string, o *engine.WaitOutcome) {
+	s.send(p, &protocol.Msg{Type: protocol.TypeWaitResolved, TurnID: turnID, WaitID: waitID,
+		Outcome: &protocol.WaitOutcome{Status: o.Status, Value: o.Value, RespondedBy: o.RespondedBy, Error: o.Error}})
+}
+
+// WaitStarted notes a wait of the process's running Turn, for suspension.
+func (s *Supervisor) WaitStarted(sessionID, turnID, waitID string, idle time.Duration) {
+	p := s.get(sessionID)
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	if p.waits == nil {
+		p.waits = map[string]time.Duration{}
+	}
+	p.waits[waitID] = idle
+	p.mu.Unlock()
+	s.activity(p)
+}
+
+// WaitResolved wakes the process if it is suspended and hands it the
+// outcome.
+func (s *Supervisor) WaitResolved(sessionID, turnID, waitID string, o *engine.WaitOutcome) {
+	p := s.get(sessionID)
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	delete(p.waits, waitID)
+	p.mu.Unlock()
+	s.activity(p)
+	s.sendResolved(p, turnID, waitID, o)
 }

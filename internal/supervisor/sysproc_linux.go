@@ -6,10 +6,11 @@ import (
 	"syscall"
 )
 
-// sysProcAttr puts the process in its own group and kills it when the
-// control plane dies, so no session process outlives its supervisor.
+// sysProcAttr puts the process in its own group. It does not tie the
+// process to the control plane's life: a process outlives a control-plane
+// restart and reattaches (docs/protocol.md, section 10).
 func sysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	return &syscall.SysProcAttr{Setpgid: true}
 }
 
 type connKey struct{}

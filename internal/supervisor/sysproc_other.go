@@ -4,6 +4,7 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"net"
 	"syscall"
 )
@@ -14,3 +15,11 @@ func sysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: t
 func ConnContext(ctx context.Context, c net.Conn) context.Context { return ctx }
 
 func peerPID(ctx context.Context) int { return 0 }
+
+func startID(pid int) (string, error) { return "", errors.New("process adoption needs Linux") }
+
+type adoptedProcess struct{ Process }
+
+func adopt(pid int, want string) (*adoptedProcess, error) {
+	return nil, errors.New("process adoption needs Linux")
+}

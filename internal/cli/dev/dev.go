@@ -23,7 +23,7 @@ const pollInterval = time.Second
 
 // Command returns `helmr dev`.
 func Command() *cobra.Command {
-	o := &serve.Options{LoopbackOnly: true}
+	o := &serve.Options{LoopbackOnly: true, StopSessions: true}
 	cmd := &cobra.Command{
 		Use:   "dev [flags] DIR",
 		Short: "Run an agent package on an embedded control plane, redeploying on change",
@@ -67,7 +67,7 @@ func run(ctx context.Context, o *serve.Options, dir string, out, errw io.Writer)
 		return err
 	}
 	go watch(ctx, r, dir, fp, out, errw)
-	return r.Serve(ctx)
+	return r.Serve(ctx, o)
 }
 
 // publish builds dir and makes it the current Deployment; it returns the

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/helmr-go/helmr/internal/controlplane"
 )
@@ -25,6 +26,12 @@ type Options struct {
 	CPUProfile  string
 	// LoopbackOnly refuses addresses other than loopback (helmr dev).
 	LoopbackOnly bool
+	// StopSessions makes a stop end the session processes (helmr dev);
+	// otherwise they keep running and reattach at the next start.
+	StopSessions bool
+	// ReconnectWindow and ReattachWindow: see supervisor.Options.
+	ReconnectWindow time.Duration
+	ReattachWindow  time.Duration
 }
 
 // logger returns the command's structured logger on w.
@@ -71,7 +78,8 @@ func Start(ctx context.Context, o *Options, logw io.Writer) (*Running, error) {
 			return nil, err
 		}
 	}
-	cp, err := controlplane.Open(ctx, controlplane.Config{DataDir: o.DataDir, Database: o.Database, Synchronous: o.Synchronous, Logger: log})
+	cp, err := controlplane.Open(ctx, controlplane.Config{DataDir: o.DataDir, Database: o.Database, Synchronous: o.Synchronous, Logger: log,
+		ReconnectWindow: o.ReconnectWindow, ReattachWindow: o.ReattachWindow})
 	if err != nil {
 		return nil, err
 	}
@@ -83,10 +91,15 @@ func Start(ctx context.Context, o *Options, logw io.Writer) (*Running, error) {
 	return &Running{CP: cp, Ln: ln, URL: "http://" + ln.Addr().String(), Log: log}, nil
 }
 
-// Serve serves until ctx ends, then shuts down.
-func (r *Running) Serve(ctx context.Context) error {
+// Serve serves until ctx ends, then stops: it ends the session processes
+// with StopSessions, and otherwise leaves them to reattach at the next start.
+func (r *Running) Serve(ctx context.Context, o *Options) error {
 	err := r.CP.Serve(ctx, r.Ln)
-	r.CP.Close(context.Background())
+	if o.StopSessions {
+		r.CP.Close(context.Background())
+	} else {
+		r.CP.Detach(context.Background())
+	}
 	return err
 }
 

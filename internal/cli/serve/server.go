@@ -6,6 +6,7 @@ import (
 	"os/signal"
 	"runtime/pprof"
 	"syscall"
+	"time"
 
 	"github.com/helmr-go/helmr/internal/controlplane"
 	"github.com/spf13/cobra"
@@ -62,7 +63,7 @@ func ServerCommand() *cobra.Command {
 			case created:
 				fmt.Fprintf(out, "API key (shown once; only its hash is stored): %s\n", key)
 			}
-			return r.Serve(ctx)
+			return r.Serve(ctx, o)
 		},
 	}
 	f := cmd.Flags()
@@ -72,6 +73,9 @@ func ServerCommand() *cobra.Command {
 	f.StringVar(&o.Database, "database", "", "database URL: sqlite:PATH (default sqlite in --data-dir; env HELMR_DATABASE_URL)")
 	f.StringVar(&o.Synchronous, "sqlite-synchronous", "FULL", "SQLite durability: FULL (fsync every commit) or NORMAL")
 	f.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.BoolVar(&o.StopSessions, "stop-sessions", false, "on stop, end session processes (interrupting their Turns) instead of leaving them to reattach at the next start")
+	f.DurationVar(&o.ReconnectWindow, "reconnect-window", 10*time.Minute, "how long a session process keeps trying to reconnect to a stopped control plane")
+	f.DurationVar(&o.ReattachWindow, "reattach-window", 30*time.Second, "how long a start waits for surviving session processes to reconnect")
 	cmd.AddCommand(migrateCommand())
 	f.StringVar(&o.CPUProfile, "cpu-profile", "", "write a CPU profile to this file until the server stops")
 	f.MarkHidden("cpu-profile")

@@ -1,0 +1,151 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/helmr-go/helmr/helmrtype"
+)
+
+// detach stops the control plane the way helmr server does: its session
+// processes keep running, to reattach to the next one.
+func (p *plane) detach() {
+	if p.cancel == nil {
+		return
+	}
+	p.cancel()
+	<-p.done
+	p.cp.Detach(context.Background())
+	p.cancel = nil
+}
+
+// A control-plane restart does not disturb a running Turn: its process
+// reconnects, keeps its state (init does not run again) and the Turn
+// takes messages and completes.
+func TestRestartReattachesRunningTurn(t *testing.T) {
+	dir := t.TempDir()
+	p := startPlane(t, dir)
+	r := p.create("chat", text("hi"))
+	sid := r.Session.ID
+	waitOutput(t, p, sid, "listening")
+	var m1 helmrtype.MessageReceipt
+	p.must("POST", "/v1/sessions/"+sid+"/turns/"+r.Turn.ID+"/messages", helmrtype.MessageRequest{Content: text("ok before")}, &m1)
+	waitOutput(t, p, sid, "got ok before")
+	pid := sessionPID(t, p, sid)
+	p.detach()
+
+	p2 := startPlane(t, dir)
+	// A message to the running Turn reaches the same process.
+	p2.must("POST", "/v1/sessions/"+sid+"/turns/"+r.Turn.ID+"/messages", helmrtype.MessageRequest{Content: text("ok after")}, nil)
+	waitOutput(t, p2, sid, "got ok after")
+	p2.must("POST", "/v1/sessions/"+sid+"/turns/"+r.Turn.ID+"/messages", helmrtype.MessageRequest{Content: text("done")}, nil)
+	o := p2.wait(sid, r.Turn.ID)
+	var got []string
+	json.Unmarshal(o.Result, &got)
+	if o.Status != "completed" || !slices.Equal(got, []string{"ok before", "ok after"}) {
+		t.Fatalf("turn after restart: %+v", o)
+	}
+	if now := sessionPID(t, p2, sid); now != pid {
+		t.Fatalf("the session process changed across the restart: %d then %d", pid, now)
+	}
+	for _, e := range p2.events(sid) {
+		if e.Kind == helmrtype.EventProcessFailed || e.Kind == helmrtype.EventProcessStopped {
+			t.Fatalf("unexpected %s: %s", e.Kind, e.Data)
+		}
+	}
+	// The process serves the next Turn too.
+	var next helmrtype.TurnState
+	p2.must("POST", "/v1/sessions/"+sid+"/turns", helmrtype.EnqueueRequest{Input: text("again")}, &next)
+	waitOutput(t, p2, sid, "listening")
+	p2.must("POST", "/v1/sessions/"+sid+"/turns/"+next.ID+"/messages", helmrtype.MessageRequest{Content: text("done")}, nil)
+	if o := p2.wait(sid, next.ID); o.Status != "completed" {
+		t.Fatalf("next turn: %+v", o)
+	}
+}
+
+// A process that dies while no control plane runs is noticed at the next
+// start: its Turn settles interrupted with execution_lost and queued Turns
+// get a new process.
+func TestRestartAfterProcessDiedWhileDown(t *testing.T) {
+	dir := t.TempDir()
+	p := startPlane(t, dir)
+	r := p.create("chat", text("hi"))
+	sid := r.Session.ID
+	waitOutput(t, p, sid, "listening")
+	var queued helmrtype.TurnState
+	p.must("POST", "/v1/sessions/"+sid+"/turns", helmrtype.EnqueueRequest{Input: text("next")}, &queued)
+	pid := sessionPID(t, p, sid)
+	p.detach()
+	syscall.Kill(-pid, syscall.SIGKILL)
+	waitGone(t, pid)
+
+	p2 := startPlane(t, dir)
+	o := p2.wait(sid, r.Turn.ID)
+	if o.Status != "interrupted" || o.Error == nil || o.Error.Code != helmrtype.CodeExecutionLost {
+		t.Fatalf("turn whose process died while down: %+v", o)
+	}
+	waitOutput(t, p2, sid, "listening")
+	p2.must("POST", "/v1/sessions/"+sid+"/turns/"+queued.ID+"/messages", helmrtype.MessageRequest{Content: text("done")}, nil)
+	if o := p2.wait(sid, queued.ID); o.Status != "completed" {
+		t.Fatalf("queued turn: %+v", o)
+	}
+}
+
+// A surviving process that does not reconnect within the reattach window
+// is ended, and its Turn is lost, not left running.
+func TestReattachWindowEndsSilentProcess(t *testing.T) {
+	dir := t.TempDir()
+	p := startPlane(t, dir)
+	r := p.create("chat", text("hi"))
+	sid := r.Session.ID
+	waitOutput(t, p, sid, "listening")
+	pid := sessionPID(t, p, sid)
+	p.detach()
+	// Stopped, it cannot reconnect.
+	syscall.Kill(pid, syscall.SIGSTOP)
+
+	p2 := startPlaneOpts(t, dir, 500*time.Millisecond)
+	o := p2.wait(sid, r.Turn.ID)
+	if o.Status != "interrupted" || o.Error == nil || o.Error.Code != helmrtype.CodeExecutionLost {
+		t.Fatalf("turn of a silent process: %+v", o)
+	}
+	waitGone(t, pid)
+}
+
+func waitOutput(t *testing.T, p *plane, sid, s string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !p.hasOutput(sid, s) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no output %q in session %s", s, sid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitGone waits until pid has exited (a zombie counts as gone).
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if err := syscall.Kill(pid, 0); err != nil || isZombie(pid) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("process %d is still alive", pid)
+}
+
+func isZombie(pid int) bool {
+	b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	i := strings.LastIndexByte(string(b), ')')
+	return i > 0 && i+2 < len(b) && b[i+2] == 'Z'
+}

@@ -1,0 +1,266 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/store"
+)
+
+// TokenSecretPrefix begins every public access credential of a Token.
+const TokenSecretPrefix = "hlmr_tok_"
+
+// tokenOutcome is the outcome of a wait on a Token, nil while pending.
+func tokenOutcome(t *store.Token) *WaitOutcome {
+	switch t.Status {
+	case helmrtype.TokenCompleted:
+		return &WaitOutcome{Status: "resolved", Value: t.Data}
+	case helmrtype.TokenCancelled:
+		return &WaitOutcome{Status: "failed", Error: helmrtype.Errorf(helmrtype.CodeTokenCancelled, "token %s was cancelled", t.ID)}
+	case helmrtype.TokenExpired:
+		return &WaitOutcome{Status: "failed", Error: helmrtype.Errorf(helmrtype.CodeTokenExpired, "token %s expired", t.ID)}
+	}
+	return nil
+}
+
+func (e *Engine) callbackURL(id string) string {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.publicURL + "/v1/tokens/" + id + "/complete"
+}
+
+func (e *Engine) tokenState(t *store.Token) helmrtype.TokenState {
+	st := helmrtype.TokenState{ID: t.ID, SessionID: t.SessionID, TurnID: t.TurnID, Status: t.Status, Tags: []string{},
+		Metadata: t.Metadata, Data: t.Data, CallbackURL: e.callbackURL(t.ID), CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt}
+	if len(t.Tags) > 0 {
+		json.Unmarshal(t.Tags, &st.Tags)
+	}
+	switch t.Status {
+	case helmrtype.TokenCompleted:
+		st.CompletedAt = t.ResolvedAt
+	case helmrtype.TokenCancelled:
+		st.CancelledAt = t.ResolvedAt
+	case helmrtype.TokenExpired:
+		st.ExpiredAt = t.ResolvedAt
+	}
+	return st
+}
+
+// CreateToken records a Token a running Turn creates. The process chooses
+// the ID and the public access credential (secret), of which only a hash is
+// kept. With an idempotency key the Session's earlier Token with that key
+// is returned (without its credential). A repeat (same op) answers as the
+// first did.
+func (e *Engine) CreateToken(ctx context.Context, sessionID, turnID string, op int64, id, secret string, c helmrtype.TokenCreate) (*helmrtype.TokenState, error) {
+	if err := c.Check(); err != nil {
+		return nil, err
+	}
+	if id == "" || len(secret) < len(TokenSecretPrefix)+32 || secret[:len(TokenSecretPrefix)] != TokenSecretPrefix {
+		return nil, invalid("token.create needs an id and a secret of the form %s followed by at least 32 random characters", TokenSecretPrefix)
+	}
+	var out *store.Token
+	var fresh bool
+	err := e.store.Update(ctx, func(tx store.Tx) error {
+		out, fresh = nil, false
+		if prev, err := tx.GetToken(ctx, id); err == nil {
+			if prev.SessionID != sessionID {
+				return invalid("token %s exists", id)
+			}
+			out = prev
+			return nil
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		t, err := e.runningTurnTx(ctx, tx, sessionID, turnID)
+		if err != nil {
+			return err
+		}
+		if rep, err := opRepeat(t, op); err != nil {
+			return err
+		} else if rep {
+			return invalid("token.create op %d is a repeat, but token %s does not exist", op, id)
+		}
+		if c.IdempotencyKey != "" {
+			if prev, err := tx.GetTokenByKey(ctx, sessionID, c.IdempotencyKey); err == nil {
+				out = prev
+				return tx.UpdateTurn(ctx, t)
+			} else if !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+		}
+		now := e.Now()
+		tok := &store.Token{ID: id, SessionID: sessionID, TurnID: turnID, Status: helmrtype.TokenPending,
+			Metadata: c.Metadata, SecretHash: HashSecret(secret), IdempotencyKey: c.IdempotencyKey, CreatedAt: now}
+		if len(c.Tags) > 0 {
+			tok.Tags, _ = json.Marshal(c.Tags)
+		}
+		if c.Timeout != "" {
+			d, _ := helmrtype.ParseDuration(c.Timeout) // checked above
+			at := now.Add(d)
+			tok.ExpiresAt = &at
+		}
+		if err := tx.UpdateTurn(ctx, t); err != nil {
+			return err
+		}
+		if err := tx.InsertToken(ctx, tok); err != nil {
+			return err
+		}
+		out, fresh = tok, true
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if fresh && out.ExpiresAt != nil {
+		e.sched.at(*out.ExpiresAt, "token:"+out.ID, func() { e.expireToken(id) })
+	}
+	st := e.tokenState(out)
+	return &st, nil
+}
+
+// GetToken returns a Token.
+func (e *Engine) GetToken(ctx context.Context, id string) (*helmrtype.TokenState, error) {
+	var out helmrtype.TokenState
+	err := e.store.View(ctx, func(tx store.Tx) error {
+		t, err := tx.GetToken(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return notFound("token", id)
+		}
+		if err != nil {
+			return err
+		}
+		out = e.tokenState(t)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// TokenSecretValid reports whether secret is the public access credential
+// of Token id. It is the only thing the credential grants.
+func (e *Engine) TokenSecretValid(ctx context.Context, id, secret string) bool {
+	ok := false
+	e.store.View(ctx, func(tx store.Tx) error {
+		t, err := tx.GetToken(ctx, id)
+		ok = err == nil && secretMatches(secret, t.SecretHash)
+		return nil
+	})
+	return ok
+}
+
+// CompleteToken completes a pending Token with data. Completing it again
+// with the same canonical data answers already_completed; other data is a
+// token_completion_conflict and never overwrites.
+func (e *Engine) CompleteToken(ctx context.Context, id string, data json.RawMessage) (*helmrtype.TokenCompletion, error) {
+	if len(data) == 0 {
+		data = json.RawMessage("null")
+	}
+	if len(data) > helmrtype.MaxTokenDataBytes {
+		return nil, helmrtype.Errorf(helmrtype.CodeLimitExceeded, "token data is %d bytes; the limit is %d", len(data), helmrtype.MaxTokenDataBytes)
+	}
+	if err := helmrtype.CheckJSON(data); err != nil {
+		return nil, invalid("token data: %v", err)
+	}
+	var out helmrtype.TokenCompletion
+	var rs []resolved
+	err := e.store.Update(ctx, func(tx store.Tx) error {
+		rs = nil
+		t, err := tx.GetToken(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return notFound("token", id)
+		}
+		if err != nil {
+			return err
+		}
+		switch t.Status {
+		case helmrtype.TokenCompleted:
+			if digest(json.RawMessage(t.Data)) != digest(data) {
+				return &helmrtype.Error{Code: helmrtype.CodeTokenCompletionConflict,
+					Message: "token " + id + " is already completed with other data; it is never overwritten"}
+			}
+			out = helmrtype.TokenCompletion{Status: "already_completed", Token: e.tokenState(t)}
+			return nil
+		case helmrtype.TokenCancelled:
+			return helmrtype.Errorf(helmrtype.CodeTokenCancelled, "token %s was cancelled", id)
+		case helmrtype.TokenExpired:
+			return helmrtype.Errorf(helmrtype.CodeTokenExpired, "token %s expired", id)
+		}
+		now := e.Now()
+		t.Status, t.Data, t.ResolvedAt = helmrtype.TokenCompleted, data, &now
+		if err := tx.UpdateToken(ctx, t); err != nil {
+			return err
+		}
+		if rs, err = e.resolveTargetTx(ctx, tx, id, tokenOutcome(t), now); err != nil {
+			return err
+		}
+		out = helmrtype.TokenCompletion{Status: "completed", Token: e.tokenState(t)}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.sched.cancel("token:" + id)
+	e.announce(rs)
+	return &out, nil
+}
+
+// CancelToken cancels a pending Token; its waiters see token_cancelled.
+// Cancelling a cancelled Token returns it unchanged; a completed or expired
+// one cannot be cancelled.
+func (e *Engine) CancelToken(ctx context.Context, id string) (*helmrtype.TokenState, error) {
+	return e.endToken(ctx, id, helmrtype.TokenCancelled)
+}
+
+func (e *Engine) expireToken(id string) {
+	if _, err := e.endToken(context.Background(), id, helmrtype.TokenExpired); err != nil && helmrtype.CodeOf(err) != helmrtype.CodeConflict {
+		e.log.Error("expire token", "token", id, "err", err)
+	}
+}
+
+func (e *Engine) endToken(ctx context.Context, id, status string) (*helmrtype.TokenState, error) {
+	var out helmrtype.TokenState
+	var rs []resolved
+	err := e.store.Update(ctx, func(tx store.Tx) error {
+		rs = nil
+		t, err := tx.GetToken(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return notFound("token", id)
+		}
+		if err != nil {
+			return err
+		}
+		if t.Status == status {
+			out = e.tokenState(t)
+			return nil
+		}
+		if t.Status != helmrtype.TokenPending {
+			return helmrtype.Errorf(helmrtype.CodeConflict, "token %s is %s", id, t.Status)
+		}
+		now := e.Now()
+		if status == helmrtype.TokenExpired && t.ExpiresAt != nil && now.Before(*t.ExpiresAt) {
+			at := *t.ExpiresAt
+			defer e.sched.at(at, "token:"+id, func() { e.expireToken(id) })
+			out = e.tokenState(t)
+			return nil
+		}
+		t.Status, t.ResolvedAt = status, &now
+		if err := tx.UpdateToken(ctx, t); err != nil {
+			return err
+		}
+		if rs, err = e.resolveTargetTx(ctx, tx, id, tokenOutcome(t), now); err != nil {
+			return err
+		}
+		out = e.tokenState(t)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.sched.cancel("token:" + id)
+	e.announce(rs)
+	return &out, nil
+}
