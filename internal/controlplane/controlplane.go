@@ -41,6 +41,9 @@ type Config struct {
 	Launcher supervisor.Launcher
 	Clock    engine.Clock
 	Logger   *slog.Logger
+	// PublicURL is the base URL clients reach the API at (Token callback
+	// URLs); default the address Serve listens on.
+	PublicURL string
 	// ReconnectWindow and ReattachWindow: see supervisor.Options.
 	ReconnectWindow time.Duration
 	ReattachWindow  time.Duration
@@ -103,7 +106,7 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	cp := &ControlPlane{Store: st, lock: lock, cfg: cfg, log: cfg.Logger, sockDir: sockDir, SocketPath: filepath.Join(sockDir, "session.sock")}
 	// The lock is ours: a socket file left by a previous run is stale.
 	os.Remove(cp.SocketPath)
-	cp.Engine = engine.New(st, engine.Options{Clock: cfg.Clock, Logger: cfg.Logger})
+	cp.Engine = engine.New(st, engine.Options{Clock: cfg.Clock, Logger: cfg.Logger, PublicURL: cfg.PublicURL})
 	l := cfg.Launcher
 	if l == nil {
 		l = &supervisor.ExecLauncher{Dir: cfg.DataDir}
@@ -166,6 +169,9 @@ func (cp *ControlPlane) Handler() http.Handler { return cp.Server }
 
 // Serve serves the REST API on ln until ctx ends, then shuts down gracefully.
 func (cp *ControlPlane) Serve(ctx context.Context, ln net.Listener) error {
+	if cp.cfg.PublicURL == "" {
+		cp.Engine.SetPublicURL("http://" + ln.Addr().String())
+	}
 	cp.apiSrv = &http.Server{Handler: cp.Server, ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(cp.log.Handler(), slog.LevelDebug)}
 	errc := make(chan error, 1)

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"log/slog"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -97,6 +98,9 @@ func startPlaneConfig(t *testing.T, addr string, cfg controlplane.Config) *plane
 		cfg.DataDir = t.TempDir()
 	}
 	dataDir := cfg.DataDir
+	if os.Getenv("HELMR_TEST_LOG") != "" {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	ctx := context.Background()
 	cp, err := controlplane.Open(ctx, cfg)
 	if err != nil {

@@ -1,12 +1,16 @@
-// Package freezer freezes and thaws session process trees, so that a
-// Session whose Turn waits uses no CPU while its wait is suspended.
+// Package freezer freezes and thaws a session's process tree so that it uses
+// no CPU while a durable wait is suspended, and thaws it when the wait ends.
 //
-// Two mechanisms: the cgroup v1 freezer (every task of the process's
-// cgroup, including children forked later, stops at once and cannot resume
-// itself), and, where no writable freezer hierarchy exists, SIGSTOP and
-// SIGCONT to the process group (children that left the group, or a
-// process that another process sends SIGCONT, are not held). See
-// docs/waits.md.
+// Three mechanisms exist: the cgroup v2 freezer (cgroup.freeze), the cgroup
+// v1 freezer controller (freezer.state), and a fallback that sends SIGSTOP and
+// SIGCONT to the tree's process group. [New] picks the best one the host
+// allows; docs/freezer.md explains the choice and the limits of each.
+//
+// The control plane calls [Freezer.Attach] right after it starts a session
+// process, before that process runs user code, then [Handle.Freeze] and
+// [Handle.Thaw] around each suspension, and [Handle.Release] once the process
+// has exited. A frozen tree must be thawed before it is killed: Release does
+// that, and callers that kill a frozen tree themselves must Thaw first.
 package freezer
 
 import (
@@ -14,226 +18,148 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 )
 
-// Freezer places process trees under its control.
+// Kind names returned by [Freezer.Kind].
+const (
+	// KindCgroupV2 is the cgroup v2 freezer (cgroup.freeze).
+	KindCgroupV2 = "cgroup-v2"
+	// KindCgroupV1 is the cgroup v1 freezer controller (freezer.state).
+	KindCgroupV1 = "cgroup-v1"
+	// KindSignal is the fallback: SIGSTOP and SIGCONT to the process group.
+	KindSignal = "signal"
+)
+
+var (
+	// ErrNotEmpty is returned by Release when live processes are still in
+	// the cgroup; the cgroup is left in place, thawed, for the caller to kill
+	// them and call Release again.
+	ErrNotEmpty = errors.New("freezer: processes remain in the cgroup")
+	// ErrReleased is returned by Freeze and Thaw after Release.
+	ErrReleased = errors.New("freezer: handle released")
+)
+
+// Freezer freezes and thaws process trees.
 type Freezer interface {
-	// Attach puts the process pid (leader of process group pgid) under the
-	// freezer, named name (unique per process, such as the Session ID).
-	// Call it before the process starts children.
+	// Attach places the process tree rooted at pid (its process group pgid)
+	// under the freezer's control, under a name unique per process (use the
+	// session ID). Call right after the process starts, before it runs user
+	// code; children forked later are covered (for cgroup mechanisms because
+	// children inherit the cgroup, for the signal fallback because they
+	// inherit the process group). pid must lead or belong to process group
+	// pgid, which must not be the caller's own group.
 	Attach(ctx context.Context, name string, pid, pgid int) (Handle, error)
-	// Kind is "cgroup-v1" or "signal".
+	// Kind is "cgroup-v1", "cgroup-v2" or "signal".
 	Kind() string
 }
 
-// Handle freezes and thaws one attached process tree.
+// Handle controls one attached process tree. Its methods are safe for
+// concurrent use.
 type Handle interface {
-	// Freeze returns once every task of the tree is stopped.
+	// Freeze returns once every task of the tree is frozen: the cgroup
+	// mechanisms poll the cgroup until the kernel reports it frozen, the
+	// signal fallback sends SIGSTOP to the group and waits until every
+	// thread of every member is stopped. The wait is bounded by ctx; if ctx
+	// ends first, Freeze thaws again and returns an error.
 	Freeze(ctx context.Context) error
-	// Thaw lets the tree run again; thawing a running tree does nothing.
+	// Thaw lets the tree run again (SIGCONT to the group for the signal
+	// fallback). Thawing a tree that is not frozen is harmless.
 	Thaw(ctx context.Context) error
-	// Frozen reports whether the tree was frozen by Freeze and not thawed.
+	// Frozen reports whether the last successful Freeze has not been
+	// followed by a Thaw or Release.
 	Frozen() bool
-	// Release thaws the tree and lets go of it (its cgroup is removed once
-	// it has no tasks). It is safe to call more than once.
+	// Release thaws the tree if needed and removes its cgroup; call it after
+	// the process has exited. If live processes remain in the cgroup it
+	// leaves them there, thawed, and returns an error wrapping ErrNotEmpty;
+	// it neither kills nor moves them (moving them out would silently take
+	// them out of the freezer's control). Release is idempotent.
 	Release() error
 }
 
-// New returns the best mechanism the host allows: the cgroup v1 freezer
-// under /sys/fs/cgroup/freezer/<root> when it is writable, else signals.
+// New picks the best mechanism the host allows: the cgroup v2 freezer if a
+// writable cgroup2 hierarchy is found (the caller's own cgroup2 group,
+// delegated to it), else the cgroup v1 freezer if its hierarchy is mounted
+// and writable, else the signal fallback. root is the name of the parent
+// cgroup to create the per-session cgroups under (for example "helmr-<id>");
+// log receives which mechanism was chosen and why (nil discards it).
 func New(log *slog.Logger, root string) Freezer {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	f, err := NewCgroupV1("/sys/fs/cgroup/freezer", root)
+	var reasons []string
+
+	parent, err := cgroupV2Parent()
 	if err == nil {
-		log.Info("session processes are suspended with the cgroup v1 freezer", "cgroup", f.dir)
-		return f
+		var f Freezer
+		f, err = NewCgroupV2(parent, root)
+		if err == nil {
+			log.Info("freezer: using the cgroup v2 freezer",
+				"kind", KindCgroupV2, "dir", f.(*cgroupFreezer).base,
+				"reason", "writable cgroup2 group with cgroup.freeze")
+			return f
+		}
 	}
-	log.Warn("no writable cgroup freezer; suspended session processes are stopped with SIGSTOP instead", "why", err)
+	reasons = append(reasons, "cgroup v2: "+err.Error())
+	log.Info("freezer: cgroup v2 freezer unavailable", "err", err)
+
+	mount, err := cgroupV1FreezerMount()
+	if err == nil {
+		var f Freezer
+		f, err = NewCgroupV1(mount, root)
+		if err == nil {
+			log.Info("freezer: using the cgroup v1 freezer",
+				"kind", KindCgroupV1, "dir", f.(*cgroupFreezer).base,
+				"reason", "no usable cgroup v2 freezer; writable cgroup v1 freezer hierarchy at "+mount)
+			return f
+		}
+	}
+	reasons = append(reasons, "cgroup v1: "+err.Error())
+	log.Info("freezer: cgroup v1 freezer unavailable", "err", err)
+
+	log.Warn("freezer: no cgroup freezer usable; using SIGSTOP/SIGCONT on the process group",
+		"kind", KindSignal, "reason", strings.Join(reasons, "; "))
 	return NewSignal()
 }
 
-// CgroupV1 freezes with the cgroup v1 freezer controller.
-type CgroupV1 struct {
-	dir string
+// validName reports whether name is usable as one cgroup directory name.
+func validName(name string) error {
+	if name == "" || name == "." || name == ".." || len(name) > 255 ||
+		strings.ContainsAny(name, "/\x00") {
+		return fmt.Errorf("freezer: invalid name %q: want one path element", name)
+	}
+	return nil
 }
 
-// NewCgroupV1 creates (or reuses) the directory root under the freezer
-// hierarchy mounted at mount, and checks that it is writable.
-func NewCgroupV1(mount, root string) (*CgroupV1, error) {
-	if _, err := os.Stat(filepath.Join(mount, "freezer.state")); err != nil && !fileExists(filepath.Join(mount, "cgroup.procs")) {
-		return nil, fmt.Errorf("no cgroup v1 freezer at %s", mount)
+// validRoot reports whether root is a usable relative cgroup path.
+func validRoot(root string) error {
+	if root == "" || !filepath.IsLocal(root) || filepath.Clean(root) == "." ||
+		strings.ContainsRune(root, 0) {
+		return fmt.Errorf("freezer: invalid root %q: want a relative cgroup path", root)
 	}
-	dir := filepath.Join(mount, root)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	if !fileExists(filepath.Join(dir, "freezer.state")) {
-		return nil, fmt.Errorf("%s is not a freezer cgroup", dir)
-	}
-	return &CgroupV1{dir: dir}, nil
+	return nil
 }
 
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
-
-// Kind is "cgroup-v1".
-func (f *CgroupV1) Kind() string { return "cgroup-v1" }
-
-// Attach creates the cgroup name and moves pid into it.
-func (f *CgroupV1) Attach(ctx context.Context, name string, pid, pgid int) (Handle, error) {
-	if name == "" || strings.ContainsAny(name, "/.") && name != filepath.Base(name) {
-		return nil, fmt.Errorf("freezer: bad name %q", name)
-	}
-	dir := filepath.Join(f.dir, name)
-	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
-		return nil, fmt.Errorf("freezer: move %d into %s: %w", pid, dir, err)
-	}
-	return &cgroupHandle{dir: dir, parent: f.dir}, nil
-}
-
-type cgroupHandle struct {
-	dir, parent string
-	mu          sync.Mutex
-	frozen      bool
-	released    bool
-}
-
-func (h *cgroupHandle) setState(ctx context.Context, want string) error {
-	p := filepath.Join(h.dir, "freezer.state")
-	if err := os.WriteFile(p, []byte(want), 0); err != nil {
-		return err
-	}
+// poll calls done until it reports true or fails, or ctx ends, backing off
+// from 1 ms to 20 ms between calls.
+func poll(ctx context.Context, done func() (bool, error)) error {
+	delay := time.Millisecond
 	for {
-		b, err := os.ReadFile(p)
-		if err != nil {
+		ok, err := done()
+		if err != nil || ok {
 			return err
 		}
-		if strings.TrimSpace(string(b)) == want {
-			return nil
-		}
+		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("freezer: %s did not become %s: %w", h.dir, want, ctx.Err())
-		case <-time.After(time.Millisecond):
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
 		}
-		if want == "FROZEN" {
-			// A task that was busy in the kernel: ask again.
-			os.WriteFile(p, []byte(want), 0)
-		}
-	}
-}
-
-func (h *cgroupHandle) Freeze(ctx context.Context) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.released {
-		return errors.New("freezer: released")
-	}
-	if err := h.setState(ctx, "FROZEN"); err != nil {
-		h.setState(context.WithoutCancel(ctx), "THAWED")
-		return err
-	}
-	h.frozen = true
-	return nil
-}
-
-func (h *cgroupHandle) Thaw(ctx context.Context) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.released {
-		return nil
-	}
-	h.frozen = false
-	return h.setState(ctx, "THAWED")
-}
-
-func (h *cgroupHandle) Frozen() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.frozen
-}
-
-// Release thaws the cgroup, moves any task left to the parent and removes it.
-func (h *cgroupHandle) Release() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.released {
-		return nil
-	}
-	h.released, h.frozen = true, false
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	h.setState(ctx, "THAWED")
-	if b, err := os.ReadFile(filepath.Join(h.dir, "cgroup.procs")); err == nil {
-		for _, pid := range strings.Fields(string(b)) {
-			os.WriteFile(filepath.Join(h.parent, "cgroup.procs"), []byte(pid), 0)
+		if delay < 20*time.Millisecond {
+			delay *= 2
 		}
 	}
-	var err error
-	for range 50 {
-		if err = syscall.Rmdir(h.dir); err == nil || errors.Is(err, syscall.ENOENT) {
-			return nil
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	return err
 }
-
-// Signal freezes with SIGSTOP and SIGCONT to the process group.
-type Signal struct{}
-
-// NewSignal returns the signal mechanism.
-func NewSignal() *Signal { return &Signal{} }
-
-// Kind is "signal".
-func (Signal) Kind() string { return "signal" }
-
-// Attach remembers the process group.
-func (Signal) Attach(ctx context.Context, name string, pid, pgid int) (Handle, error) {
-	return &signalHandle{pgid: pgid}, nil
-}
-
-type signalHandle struct {
-	pgid   int
-	mu     sync.Mutex
-	frozen bool
-}
-
-func (h *signalHandle) Freeze(ctx context.Context) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err := syscall.Kill(-h.pgid, syscall.SIGSTOP); err != nil {
-		return err
-	}
-	h.frozen = true
-	return nil
-}
-
-func (h *signalHandle) Thaw(ctx context.Context) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.frozen = false
-	if err := syscall.Kill(-h.pgid, syscall.SIGCONT); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return err
-	}
-	return nil
-}
-
-func (h *signalHandle) Frozen() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.frozen
-}
-
-func (h *signalHandle) Release() error { return h.Thaw(context.Background()) }

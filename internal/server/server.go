@@ -19,6 +19,7 @@ import (
 	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/deploy"
 	"github.com/helmr-go/helmr/internal/engine"
+	"github.com/helmr-go/helmr/internal/store"
 )
 
 // maxJSONBody bounds a JSON request body.
@@ -83,24 +84,32 @@ func (s *Server) routes() {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
 	for pattern, h := range map[string]handler{
-		"POST /v1/sessions":                                s.createSession,
-		"GET /v1/sessions":                                 s.listSessions,
-		"GET /v1/sessions/{id}":                            s.getSession,
-		"POST /v1/sessions/{id}/turns":                     s.enqueue,
-		"GET /v1/sessions/{id}/turns":                      s.listTurns,
-		"GET /v1/sessions/{id}/turns/{turn_id}":            s.getTurn,
-		"GET /v1/sessions/{id}/turns/{turn_id}/wait":       s.waitTurn,
-		"POST /v1/sessions/{id}/turns/{turn_id}/messages":  s.sendMessage,
-		"POST /v1/sessions/{id}/turns/{turn_id}/interrupt": s.interruptTurn,
-		"GET /v1/sessions/{id}/events":                     s.events,
-		"GET /v1/agents":                                   s.listAgents,
-		"GET /v1/agents/{id}":                              s.getAgent,
-		"GET /v1/deployments":                              s.listDeployments,
-		"GET /v1/deployments/{id}":                         s.getDeployment,
-		"POST /v1/deployments":                             s.createDeployment,
+		"POST /v1/sessions":                                            s.createSession,
+		"GET /v1/sessions":                                             s.listSessions,
+		"GET /v1/sessions/{id}":                                        s.getSession,
+		"POST /v1/sessions/{id}/turns":                                 s.enqueue,
+		"GET /v1/sessions/{id}/turns":                                  s.listTurns,
+		"GET /v1/sessions/{id}/turns/{turn_id}":                        s.getTurn,
+		"GET /v1/sessions/{id}/turns/{turn_id}/wait":                   s.waitTurn,
+		"POST /v1/sessions/{id}/turns/{turn_id}/messages":              s.sendMessage,
+		"POST /v1/sessions/{id}/turns/{turn_id}/interrupt":             s.interruptTurn,
+		"GET /v1/sessions/{id}/events":                                 s.events,
+		"GET /v1/agents":                                               s.listAgents,
+		"GET /v1/agents/{id}":                                          s.getAgent,
+		"GET /v1/deployments":                                          s.listDeployments,
+		"GET /v1/deployments/{id}":                                     s.getDeployment,
+		"POST /v1/deployments":                                         s.createDeployment,
+		"GET /v1/sessions/{id}/turns/{turn_id}/asks":                   s.listAsks,
+		"GET /v1/sessions/{id}/turns/{turn_id}/asks/{ask_id}":          s.getAsk,
+		"POST /v1/sessions/{id}/turns/{turn_id}/asks/{ask_id}/respond": s.respondAsk,
+		"GET /v1/tokens/{id}":                                          s.getToken,
+		"POST /v1/tokens/{id}/cancel":                                  s.cancelToken,
 	} {
 		s.mux.Handle(pattern, s.auth(h))
 	}
+	// A Token's public access credential completes that Token and opens
+	// nothing else; an API key works here too.
+	s.mux.Handle("POST /v1/tokens/{id}/complete", s.tokenAuth(s.completeToken))
 	s.mux.Handle("/v1/", s.auth(func(w http.ResponseWriter, r *http.Request) error {
 		return &helmrtype.Error{Code: helmrtype.CodeNotFound, Message: "no route " + r.Method + " " + r.URL.Path}
 	}))
@@ -114,10 +123,12 @@ func (s *Server) auth(h handler) http.Handler {
 			s.writeError(w, r, helmrtype.Errorf(helmrtype.CodeUnauthorized, "send an API key as Authorization: Bearer <key>"))
 			return
 		}
-		if _, err := s.eng.Authenticate(r.Context(), tok); err != nil {
+		k, err := s.eng.Authenticate(r.Context(), tok)
+		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
+		r = r.WithContext(context.WithValue(r.Context(), apiKeyCtx{}, k))
 		if err := h(w, r); err != nil {
 			s.writeError(w, r, err)
 		}
@@ -461,5 +472,113 @@ func (s *Server) createDeployment(w http.ResponseWriter, r *http.Request) error 
 		return err
 	}
 	writeJSON(w, http.StatusCreated, d)
+	return nil
+}
+
+type apiKeyCtx struct{}
+
+// callerKey is the API key a request was authenticated with.
+func callerKey(r *http.Request) *store.APIKey {
+	k, _ := r.Context().Value(apiKeyCtx{}).(*store.APIKey)
+	return k
+}
+
+// tokenAuth admits an API key, or the public access credential of the
+// Token named in the path.
+func (s *Server) tokenAuth(h handler) http.Handler {
+	api := s.auth(h)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !strings.HasPrefix(tok, engine.TokenSecretPrefix) {
+			api.ServeHTTP(w, r)
+			return
+		}
+		if !s.eng.TokenSecretValid(r.Context(), r.PathValue("id"), tok) {
+			s.writeError(w, r, helmrtype.Errorf(helmrtype.CodeUnauthorized, "this credential does not complete this token"))
+			return
+		}
+		if err := h(w, r); err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}
+
+func (s *Server) listAsks(w http.ResponseWriter, r *http.Request) error {
+	limit, err := queryInt(r, "limit")
+	if err != nil {
+		return err
+	}
+	page, err := s.eng.ListAsks(r.Context(), r.PathValue("id"), r.PathValue("turn_id"), r.URL.Query().Get("cursor"), limit)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, page)
+	return nil
+}
+
+func (s *Server) getAsk(w http.ResponseWriter, r *http.Request) error {
+	a, err := s.eng.GetAsk(r.Context(), r.PathValue("id"), r.PathValue("turn_id"), r.PathValue("ask_id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, a)
+	return nil
+}
+
+func (s *Server) respondAsk(w http.ResponseWriter, r *http.Request) error {
+	var req helmrtype.AskRespond
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	by := helmrtype.Responder{Kind: helmrtype.SourceAPIKey}
+	if k := callerKey(r); k != nil {
+		by.ID = k.ID
+	}
+	a, err := s.eng.RespondAsk(r.Context(), r.PathValue("id"), r.PathValue("turn_id"), r.PathValue("ask_id"), req, by)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, a)
+	return nil
+}
+
+func (s *Server) getToken(w http.ResponseWriter, r *http.Request) error {
+	t, err := s.eng.GetToken(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, t)
+	return nil
+}
+
+func (s *Server) completeToken(w http.ResponseWriter, r *http.Request) error {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, helmrtype.MaxTokenDataBytes+4096))
+	if err != nil {
+		return helmrtype.Errorf(helmrtype.CodeLimitExceeded, "the request body is larger than token data may be (%d bytes)", helmrtype.MaxTokenDataBytes)
+	}
+	req, err := helmrtype.ParseTokenComplete(body)
+	if err != nil {
+		return err
+	}
+	c, err := s.eng.CompleteToken(r.Context(), r.PathValue("id"), req.Data)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, c)
+	return nil
+}
+
+func (s *Server) cancelToken(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		IdempotencyKey string `json:"idempotency_key,omitempty"`
+	}
+	if err := decodeOptional(w, r, &req); err != nil {
+		return err
+	}
+	t, err := s.eng.CancelToken(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, t)
 	return nil
 }

@@ -139,6 +139,7 @@ type proc struct {
 	frozen     bool
 	lastActive time.Time
 	idleTimer  *time.Timer
+	welcomed   bool // welcome was sent on the connection
 	// writeMu orders writes to the connection, so that turn.start goes out
 	// before any cancel or message for that Turn.
 	writeMu sync.Mutex
@@ -157,6 +158,7 @@ const retireGrace = 5 * time.Second
 // kill ends the process now, or as soon as it exists. A frozen process
 // is thawed after the signal, so that the signal lands.
 func (p *proc) kill() {
+
 	p.mu.Lock()
 	p.killed = true
 	proc, h := p.process, p.freeze
@@ -523,10 +525,18 @@ func (s *Supervisor) send(p *proc, m *protocol.Msg) error {
 // write sends m; the caller holds p.writeMu (and not p.mu).
 func (s *Supervisor) write(p *proc, m *protocol.Msg) error {
 	p.mu.Lock()
-	conn := p.conn
+	conn, welcomed := p.conn, p.welcomed
+	if m.Type == protocol.TypeWelcome {
+		p.welcomed = true
+	}
 	p.mu.Unlock()
 	if conn == nil {
 		return errors.New("process not connected")
+	}
+	if !welcomed && m.Type != protocol.TypeWelcome {
+		// The handshake comes first. What is dropped here is sent again
+		// after it (pending messages, wait outcomes on wait.resume).
+		return errors.New("process not welcomed yet")
 	}
 	b, err := json.Marshal(m)
 	if err != nil {
@@ -994,11 +1004,25 @@ func (s *Supervisor) reattach(ctx context.Context, p *proc, r *protocol.Resume) 
 		s.armDeadline(p, t)
 	}
 	p.mu.Unlock()
+	if t != nil && !unseen {
+		// Its open waits count for suspension again.
+		if ws, err := s.eng.OpenWaitsOf(ctx, p.sessionID); err == nil {
+			p.mu.Lock()
+			p.waits = map[string]time.Duration{}
+			for _, w := range ws {
+				if w.TurnID == t.ID {
+					p.waits[w.ID] = w.IdleTimeout
+				}
+			}
+			p.mu.Unlock()
+		}
+	}
 	s.log.Info("session process reattached", "session", p.sessionID, "turn", r.TurnID)
 	w := &protocol.Welcome{Agent: l.Session.Agent, SessionID: l.Session.ID, SessionKey: l.Session.Key,
 		ParentID: l.Session.ParentSessionID, ComputerID: l.Session.ComputerID, DeploymentID: l.Session.DeploymentID,
 		Recovery: protocol.Recovery{Kind: l.Recovery}, ServerTime: time.Now().UTC()}
 	s.send(p, &protocol.Msg{Type: protocol.TypeWelcome, Welcome: w})
+	s.activity(p)
 	switch {
 	case unseen:
 		msgs, err := s.eng.PendingMessages(ctx, t.ID)

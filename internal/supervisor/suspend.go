@@ -75,8 +75,12 @@ func (s *Supervisor) maybeSuspend(p *proc) {
 		return
 	}
 	p.mu.Lock()
-	if len(p.waits) == 0 || p.frozen || p.freeze == nil || p.state != stateReady || p.cancelled ||
-		time.Since(p.lastActive) < maxIdle(p.waits) {
+	if len(p.waits) == 0 || p.frozen || p.freeze == nil || p.state != stateReady || p.cancelled {
+		p.mu.Unlock()
+		return
+	}
+	if left := maxIdle(p.waits) - time.Since(p.lastActive); left > 0 {
+		p.idleTimer = time.AfterFunc(left, func() { s.maybeSuspend(p) })
 		p.mu.Unlock()
 		return
 	}

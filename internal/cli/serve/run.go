@@ -29,6 +29,8 @@ type Options struct {
 	// StopSessions makes a stop end the session processes (helmr dev);
 	// otherwise they keep running and reattach at the next start.
 	StopSessions bool
+	// PublicURL is the API's base URL as clients see it.
+	PublicURL string
 	// ReconnectWindow and ReattachWindow: see supervisor.Options.
 	ReconnectWindow time.Duration
 	ReattachWindow  time.Duration
@@ -79,7 +81,7 @@ func Start(ctx context.Context, o *Options, logw io.Writer) (*Running, error) {
 		}
 	}
 	cp, err := controlplane.Open(ctx, controlplane.Config{DataDir: o.DataDir, Database: o.Database, Synchronous: o.Synchronous, Logger: log,
-		ReconnectWindow: o.ReconnectWindow, ReattachWindow: o.ReattachWindow})
+		ReconnectWindow: o.ReconnectWindow, ReattachWindow: o.ReattachWindow, PublicURL: o.PublicURL})
 	if err != nil {
 		return nil, err
 	}

@@ -73,6 +73,7 @@ func ServerCommand() *cobra.Command {
 	f.StringVar(&o.Database, "database", "", "database URL: sqlite:PATH (default sqlite in --data-dir; env HELMR_DATABASE_URL)")
 	f.StringVar(&o.Synchronous, "sqlite-synchronous", "FULL", "SQLite durability: FULL (fsync every commit) or NORMAL")
 	f.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.StringVar(&o.PublicURL, "public-url", "", "the API's base URL as clients reach it, used in Token callback URLs (default http://ADDR)")
 	f.BoolVar(&o.StopSessions, "stop-sessions", false, "on stop, end session processes (interrupting their Turns) instead of leaving them to reattach at the next start")
 	f.DurationVar(&o.ReconnectWindow, "reconnect-window", 10*time.Minute, "how long a session process keeps trying to reconnect to a stopped control plane")
 	f.DurationVar(&o.ReattachWindow, "reattach-window", 30*time.Second, "how long a start waits for surviving session processes to reconnect")

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/helmr-go/helmr"
+	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/timers"
+	"github.com/helmr-go/helmr/tokens"
+)
+
+// waiter waits durably. Input (words):
+//   - "timer D [busy]": timers.WaitFor(D); with busy, a goroutine spins
+//     meanwhile (to measure suspension).
+//   - "token EXPIRY WAITTIMEOUT": creates a Token ("-" for none), writes
+//     {"token": id, "secret": …, "url": …} as output, and waits on it.
+//   - "ask" / "asktext": asks a choice / text question.
+//
+// The result is {"value": …, "error": code, "pid": …, "init": n}.
+var inits atomic.Int64
+
+var waiter = helmr.Agent(helmr.AgentSpec[text, map[string]any, int64]{ID: "waiter", Template: box,
+	Init: func(ctx context.Context, ic *helmr.InitContext) (int64, error) { return inits.Add(1), nil },
+	Turn: func(ctx context.Context, t *helmr.Turn[text], ac *helmr.AgentContext[int64]) (map[string]any, error) {
+		f := strings.Fields(t.Input.PlainText())
+		res := map[string]any{"pid": os.Getpid(), "init": ac.InitResult}
+		fail := func(err error) (map[string]any, error) {
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			res["error"] = helmrtype.CodeOf(err)
+			return res, nil
+		}
+		idle := "50ms"
+		switch f[0] {
+		case "timer":
+			d, _ := time.ParseDuration(f[1])
+			if len(f) > 2 && f[2] == "busy" {
+				stop := make(chan struct{})
+				defer close(stop)
+				go func() {
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+					}
+				}()
+			}
+			start := time.Now()
+			if err := timers.WaitFor(ctx, d, timers.Options{IdleTimeout: idle}); err != nil {
+				return fail(err)
+			}
+			res["value"] = time.Since(start).Milliseconds()
+			t.Output.Write(ctx, "timer fired\n")
+		case "token":
+			o := tokens.Options{Tags: []string{"e2e"}}
+			if f[1] != "-" {
+				o.Timeout = f[1]
+			}
+			tok, err := tokens.Create(ctx, o)
+			if err != nil {
+				return fail(err)
+			}
+			b, _ := json.Marshal(map[string]string{"token": tok.ID, "secret": tok.PublicAccessToken, "url": tok.CallbackURL})
+			t.Output.Write(ctx, helmr.Content{{Type: "json", Value: b}})
+			w := tokens.WaitOptions{IdleTimeout: idle}
+			if f[2] != "-" {
+				w.Timeout = f[2]
+			}
+			v, err := tok.Wait(ctx, w)
+			if err != nil {
+				return fail(err)
+			}
+			res["value"] = v
+		case "ask", "asktext":
+			q := helmr.Question{Prompt: helmr.Text("Deploy to production?"),
+				Answer: helmr.Choice(false, true, helmr.Option("yes", "Yes", true), helmr.Option("no", "No", false))}
+			if f[0] == "asktext" {
+				q = helmr.Question{Prompt: helmr.Text("Why?"), Answer: helmr.TextAnswer()}
+			}
+			a, err := t.Ask(ctx, q, helmr.AskOptions{IdleTimeout: idle})
+			if err != nil {
+				return fail(err)
+			}
+			res["value"] = a.Raw
+			res["responded_by"] = a.RespondedBy.Kind
+		}
+		return res, nil
+	}})
