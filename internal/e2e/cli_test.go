@@ -304,6 +304,9 @@ func TestHelmrDevRedeploysOnChange(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(src, "main.go"), code, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if w, err := os.ReadFile("testdata/agents/waiter.go"); err != nil || os.WriteFile(filepath.Join(src, "waiter.go"), w, 0o644) != nil {
+		t.Fatal("copy waiter.go", err)
+	}
 	s := startServer(t, t.TempDir(), "dev", src)
 	rec := createEcho(t, s, "before")
 	// Change the program: the echo prefix.
