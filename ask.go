@@ -64,7 +64,7 @@ func (t *Turn[I]) Ask(ctx context.Context, q Question, opts ...AskOptions) (*Ask
 	if err != nil {
 		return nil, err
 	}
-	if out.Status != "resolved" {
+	if out.Status != helmrtype.OutcomeResolved {
 		return nil, out.Error
 	}
 	a := &AskAnswer{Raw: out.Value}

@@ -164,6 +164,20 @@ func TestContentHelpers(t *testing.T) {
 	}
 }
 
+// sameJSON reports whether a and b encode the same JSON value.
+func sameJSON(a, b []byte) bool {
+	decode := func(data []byte) (any, error) {
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.UseNumber()
+		var v any
+		err := dec.Decode(&v)
+		return v, err
+	}
+	va, erra := decode(a)
+	vb, errb := decode(b)
+	return erra == nil && errb == nil && reflect.DeepEqual(va, vb)
+}
+
 func FuzzParseContent(f *testing.F) {
 	for _, seed := range []string{
 		`[]`,

@@ -37,14 +37,15 @@ const (
 	CodeCleanupFailed         Code = "cleanup_failed"
 	CodeUnavailable           Code = "unavailable"
 	CodeInternal              Code = "internal"
-	// Waits, questions and Tokens.
+
+	// Questions, tokens and waits.
 	CodeAnswerInvalid           Code = "answer_invalid"
 	CodeAskNotPending           Code = "ask_not_pending"
-	CodeWaitTimeout             Code = "wait_timeout"
-	CodeWaitCancelled           Code = "wait_cancelled"
 	CodeTokenCancelled          Code = "token_cancelled"
-	CodeTokenExpired            Code = "token_expired"
 	CodeTokenCompletionConflict Code = "token_completion_conflict"
+	CodeTokenExpired            Code = "token_expired"
+	CodeWaitCancelled           Code = "wait_cancelled"
+	CodeWaitTimeout             Code = "wait_timeout"
 )
 
 // Error is an error with a stable code, a human message and optional details.
@@ -114,17 +115,17 @@ func HTTPStatus(code Code) int {
 	case CodeLimitExceeded:
 		return http.StatusRequestEntityTooLarge
 	case CodeIdempotencyConflict, CodeConflict, CodeSessionKeyConflict, CodeSessionClosed,
-		CodeTurnNotRunning, CodeTurnSettled, CodeResponseAlreadyStaged, CodeAskNotPending,
-		CodeTokenCancelled, CodeTokenExpired, CodeTokenCompletionConflict, CodeWaitCancelled:
+		CodeTurnNotRunning, CodeTurnSettled, CodeResponseAlreadyStaged,
+		CodeAskNotPending, CodeTokenCancelled, CodeTokenCompletionConflict, CodeTokenExpired, CodeWaitCancelled:
 		return http.StatusConflict
+	case CodeWaitTimeout:
+		return http.StatusRequestTimeout
 	case CodeUnauthorized:
 		return http.StatusUnauthorized
 	case CodeForbidden:
 		return http.StatusForbidden
 	case CodeUnavailable:
 		return http.StatusServiceUnavailable
-	case CodeWaitTimeout:
-		return http.StatusRequestTimeout
 	}
 	return http.StatusInternalServerError
 }

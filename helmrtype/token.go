@@ -3,10 +3,13 @@ package helmrtype
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
 	"time"
 )
 
-// Token states.
+// Token statuses.
 const (
 	TokenPending   = "pending"
 	TokenCompleted = "completed"
@@ -14,18 +17,32 @@ const (
 	TokenExpired   = "expired"
 )
 
-// Limits of Tokens.
+// TokenAlreadyCompleted is the TokenCompletion status of a completion that
+// repeats the token's data; a first completion has the status TokenCompleted.
+const TokenAlreadyCompleted = "already_completed"
+
+// Limits of tokens. Sizes of strings are of their UTF-8 bytes.
 const (
-	MaxTokenDataBytes     = 256 << 10
+	// MaxTokenTimeout is the longest timeout of a token.
+	MaxTokenTimeout = 365 * 24 * time.Hour
+	// MaxTokenTags is the largest number of tags of a token.
+	MaxTokenTags = 20
+	// MaxTokenTagBytes bounds one tag.
+	MaxTokenTagBytes = 128
+	// MaxTokenMetadataBytes bounds a token's metadata, as JSON.
 	MaxTokenMetadataBytes = 64 << 10
-	MaxTokenTags          = 20
-	MaxTokenTagBytes      = 128
-	MaxTokenTimeout       = 365 * 24 * time.Hour
+	// MaxTokenDataBytes bounds a token's completion data, as compact JSON.
+	MaxTokenDataBytes = 256 << 10
+	// MaxIdempotencyKeyBytes bounds an idempotency key.
+	MaxIdempotencyKeyBytes = 256
 )
 
-// TokenCreate are the options of a new Token: when it expires (Timeout),
-// tags and metadata to find and describe it, and an idempotency key under
-// which the Session gets the same Token again.
+// MaxTokenCompleteBody bounds the body ParseTokenComplete reads: the data
+// with room for insignificant space, the other fields and the envelope.
+const MaxTokenCompleteBody = 4 * MaxTokenDataBytes
+
+// TokenCreate is the body that creates a token: all fields are optional.
+// Timeout is a Duration string; without it the token does not expire.
 type TokenCreate struct {
 	Timeout        string          `json:"timeout,omitempty"`
 	Tags           []string        `json:"tags,omitempty"`
@@ -33,44 +50,50 @@ type TokenCreate struct {
 	IdempotencyKey string          `json:"idempotency_key,omitempty"`
 }
 
-// Check enforces the limits of the options.
+// Check reports whether c is within the limits: a positive timeout of at most
+// MaxTokenTimeout, MaxTokenTags tags of MaxTokenTagBytes, metadata a JSON
+// object (null is absent) of MaxTokenMetadataBytes, and an idempotency key of
+// MaxIdempotencyKeyBytes. Sizes are limit_exceeded, other problems invalid_request.
 func (c *TokenCreate) Check() error {
 	if c.Timeout != "" {
 		d, err := ParseDuration(c.Timeout)
 		if err != nil {
 			return Errorf(CodeInvalidRequest, "timeout: %v", err)
 		}
-		if d <= 0 || d > MaxTokenTimeout {
-			return Errorf(CodeInvalidRequest, "timeout %s is out of range: it must be positive and at most 365d", c.Timeout)
+		if d > MaxTokenTimeout {
+			return Errorf(CodeInvalidRequest, "timeout %q is longer than the limit of 365d", c.Timeout)
 		}
 	}
 	if len(c.Tags) > MaxTokenTags {
-		return Errorf(CodeLimitExceeded, "%d tags; the limit is %d", len(c.Tags), MaxTokenTags)
+		return Errorf(CodeLimitExceeded, "tags has %d tags; the limit is %d", len(c.Tags), MaxTokenTags)
 	}
 	for i, t := range c.Tags {
-		if t == "" || len(t) > MaxTokenTagBytes {
-			return Errorf(CodeInvalidRequest, "tags[%d] must be 1 to %d bytes", i, MaxTokenTagBytes)
+		if t == "" {
+			return Errorf(CodeInvalidRequest, "tags[%d] must not be empty", i)
+		}
+		if len(t) > MaxTokenTagBytes {
+			return Errorf(CodeLimitExceeded, "tags[%d] is %d bytes; the limit is %d", i, len(t), MaxTokenTagBytes)
 		}
 	}
-	if len(c.Metadata) > 0 {
+	if len(c.Metadata) > 0 && !isNull(c.Metadata) {
 		if len(c.Metadata) > MaxTokenMetadataBytes {
-			return Errorf(CodeLimitExceeded, "metadata is %d bytes; the limit is %d", len(c.Metadata), MaxTokenMetadataBytes)
-		}
-		if t := bytes.TrimSpace(c.Metadata); len(t) == 0 || (t[0] != '{' && string(t) != "null") {
-			return Errorf(CodeInvalidRequest, "metadata must be a JSON object")
+			return Errorf(CodeLimitExceeded, "metadata is %d bytes of JSON; the limit is %d", len(c.Metadata), MaxTokenMetadataBytes)
 		}
 		if err := CheckJSON(c.Metadata); err != nil {
 			return Errorf(CodeInvalidRequest, "metadata: %v", err)
 		}
+		if m := bytes.TrimSpace(c.Metadata); m[0] != '{' {
+			return Errorf(CodeInvalidRequest, "metadata must be a JSON object, not %s", jsonKind(m))
+		}
 	}
-	if len(c.IdempotencyKey) > 256 {
-		return Errorf(CodeInvalidRequest, "idempotency_key is longer than 256 bytes")
+	if len(c.IdempotencyKey) > MaxIdempotencyKeyBytes {
+		return Errorf(CodeInvalidRequest, "idempotency_key is longer than %d bytes", MaxIdempotencyKeyBytes)
 	}
 	return nil
 }
 
-// TokenState is a Token as the REST API shows it. PublicAccessToken is
-// present only where the Token is created.
+// TokenState is a token's current state. Data is the completion data of a
+// completed token.
 type TokenState struct {
 	ID                string          `json:"id"`
 	SessionID         string          `json:"session_id,omitempty"`
@@ -88,58 +111,124 @@ type TokenState struct {
 	ExpiredAt         *time.Time      `json:"expired_at,omitempty"`
 }
 
-// TokenComplete is the body of POST /v1/tokens/{id}/complete: the value
-// (`data`, or its alias `result`). A missing value completes with null.
+// TokenComplete is the body of POST /v1/tokens/{id}/complete: the data to
+// complete the token with, any JSON. When decoding, "result" is accepted in
+// place of "data" (not both), and a body with neither completes with null.
 type TokenComplete struct {
 	Data           json.RawMessage `json:"data"`
 	IdempotencyKey string          `json:"idempotency_key,omitempty"`
 }
 
-// TokenCompletion answers a completion: Status is "completed", or
-// "already_completed" for a repeat with the same data.
+// UnmarshalJSON decodes a JSON object with only the fields data (or its alias
+// result) and idempotency_key, matched exactly; Data is kept as compact JSON,
+// null when absent.
+func (c *TokenComplete) UnmarshalJSON(b []byte) error {
+	m, err := strictObject(b, "the token completion", "data", "result", "idempotency_key")
+	if err != nil {
+		return Errorf(CodeInvalidRequest, "%v", err)
+	}
+	data, hasData := m["data"]
+	result, hasResult := m["result"]
+	switch {
+	case hasData && hasResult:
+		return Errorf(CodeInvalidRequest, "the token completion has both data and result; give one (result is another name for data)")
+	case hasResult:
+		data = result
+	case !hasData:
+		data = json.RawMessage("null")
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, data); err != nil {
+		return Errorf(CodeInvalidRequest, "data: not valid JSON: %v", err)
+	}
+	key, err := stringField(m, "idempotency_key", "idempotency_key", false)
+	if err != nil {
+		return Errorf(CodeInvalidRequest, "%v", err)
+	}
+	*c = TokenComplete{Data: buf.Bytes(), IdempotencyKey: key}
+	return nil
+}
+
+// ParseTokenComplete decodes a completion body as UnmarshalJSON does (an empty
+// body completes with null) and checks that the data has finite numbers and
+// is at most MaxTokenDataBytes of compact JSON.
+func ParseTokenComplete(raw []byte) (*TokenComplete, error) {
+	if len(raw) > MaxTokenCompleteBody {
+		return nil, Errorf(CodeLimitExceeded, "the token completion is %d bytes; the limit is %d", len(raw), MaxTokenCompleteBody)
+	}
+	c := &TokenComplete{Data: json.RawMessage("null")}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return c, nil
+	}
+	if err := c.UnmarshalJSON(raw); err != nil {
+		return nil, err
+	}
+	if len(c.Data) > MaxTokenDataBytes {
+		return nil, Errorf(CodeLimitExceeded, "data is %d bytes of JSON; the limit is %d", len(c.Data), MaxTokenDataBytes)
+	}
+	if err := CheckJSON(c.Data); err != nil {
+		return nil, Errorf(CodeInvalidRequest, "data: %v", err)
+	}
+	if len(c.IdempotencyKey) > MaxIdempotencyKeyBytes {
+		return nil, Errorf(CodeInvalidRequest, "idempotency_key is longer than %d bytes", MaxIdempotencyKeyBytes)
+	}
+	return c, nil
+}
+
+// TokenCompletion answers a token completion: Status is TokenCompleted for
+// the completion that completed the token, TokenAlreadyCompleted for a repeat
+// with the same canonical data (see CanonicalJSON).
 type TokenCompletion struct {
 	Status string     `json:"status"`
 	Token  TokenState `json:"token"`
 }
 
-// ParseTokenComplete decodes a completion body strictly. An empty body
-// completes with null.
-func ParseTokenComplete(raw []byte) (*TokenComplete, error) {
-	if len(raw) > MaxTokenDataBytes+4096 {
-		return nil, Errorf(CodeLimitExceeded, "the body is %d bytes; token data is limited to %d", len(raw), MaxTokenDataBytes)
+// CanonicalJSON rewrites raw so that JSON texts that JSON.parse reads as the
+// same value have the same bytes: numbers as JSON.stringify writes a float64
+// (-0 as 0), object keys sorted, no space, no HTML escaping. Invalid JSON and
+// non-finite numbers are errors.
+func CanonicalJSON(raw []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("not valid JSON: %v", err)
 	}
-	out := &TokenComplete{Data: json.RawMessage("null")}
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return out, nil
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("not valid JSON: data after the value")
 	}
-	var in struct {
-		Data           json.RawMessage `json:"data"`
-		Result         json.RawMessage `json:"result"`
-		IdempotencyKey string          `json:"idempotency_key"`
+	v, err := canonicalValue(v)
+	if err != nil {
+		return nil, err
 	}
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&in); err != nil {
-		return nil, Errorf(CodeInvalidRequest, "token completion: want {\"data\": …}: %v", err)
+	return marshalPlain(v)
+}
+
+// canonicalValue turns the json.Numbers of v into float64s, in place.
+func canonicalValue(v any) (any, error) {
+	var err error
+	switch x := v.(type) {
+	case json.Number:
+		f, perr := strconv.ParseFloat(string(x), 64)
+		if perr != nil {
+			return nil, fmt.Errorf("the number %s is not finite", x)
+		}
+		if f == 0 {
+			f = 0 // not -0
+		}
+		return f, nil
+	case []any:
+		for i, e := range x {
+			if x[i], err = canonicalValue(e); err != nil {
+				return nil, err
+			}
+		}
+	case map[string]any:
+		for k, e := range x {
+			if x[k], err = canonicalValue(e); err != nil {
+				return nil, err
+			}
+		}
 	}
-	if d.More() {
-		return nil, Errorf(CodeInvalidRequest, "token completion: trailing data after the JSON value")
-	}
-	if in.Data != nil && in.Result != nil {
-		return nil, Errorf(CodeInvalidRequest, "token completion: give data or result, not both")
-	}
-	if in.Data == nil {
-		in.Data = in.Result
-	}
-	if in.Data != nil {
-		out.Data = in.Data
-	}
-	if len(out.Data) > MaxTokenDataBytes {
-		return nil, Errorf(CodeLimitExceeded, "token data is %d bytes; the limit is %d", len(out.Data), MaxTokenDataBytes)
-	}
-	if err := CheckJSON(out.Data); err != nil {
-		return nil, Errorf(CodeInvalidRequest, "token data: %v", err)
-	}
-	out.IdempotencyKey = in.IdempotencyKey
-	return out, nil
+	return v, nil
 }

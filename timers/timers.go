@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
-	"github.com/helmr-go/helmr/internal/protocol"
 	"github.com/helmr-go/helmr/internal/sessionproc"
 )
 
@@ -37,11 +36,11 @@ func WaitUntil(ctx context.Context, t time.Time, opts ...Options) error {
 		o = opts[0]
 	}
 	u := t.UTC()
-	out, err := rt.Wait(ctx, protocol.WaitStart{Kind: protocol.WaitTimer, Until: &u, IdleTimeout: o.IdleTimeout})
+	out, err := rt.Wait(ctx, helmrtype.WaitStart{Kind: helmrtype.WaitTimer, Until: &u, IdleTimeout: o.IdleTimeout})
 	if err != nil {
 		return err
 	}
-	if out.Status != "resolved" {
+	if out.Status != helmrtype.OutcomeResolved {
 		return out.Error
 	}
 	return nil

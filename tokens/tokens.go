@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
-	"github.com/helmr-go/helmr/internal/protocol"
 	"github.com/helmr-go/helmr/internal/sessionproc"
 )
 
@@ -72,11 +71,11 @@ func (t *Token) Wait(ctx context.Context, o WaitOptions) (json.RawMessage, error
 	if rt == nil {
 		return nil, helmrtype.Errorf(helmrtype.CodeInvalidRequest, "tokens: ctx is not a running turn's context")
 	}
-	out, err := rt.Wait(ctx, protocol.WaitStart{Kind: protocol.WaitToken, TargetID: t.ID, Timeout: o.Timeout, IdleTimeout: o.IdleTimeout})
+	out, err := rt.Wait(ctx, helmrtype.WaitStart{Kind: helmrtype.WaitToken, TargetID: t.ID, Timeout: o.Timeout, IdleTimeout: o.IdleTimeout})
 	if err != nil {
 		return nil, err
 	}
-	if out.Status != "resolved" {
+	if out.Status != helmrtype.OutcomeResolved {
 		return nil, out.Error
 	}
 	if o.Schema != nil {

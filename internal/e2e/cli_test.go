@@ -246,11 +246,6 @@ func TestServerKilledWhileTurnsRun(t *testing.T) {
 		t.Fatalf("session processes before the kill: %v", before)
 	}
 	s.kill()
-	// The session process outlives the control plane and waits for the next.
-	time.Sleep(200 * time.Millisecond)
-	if after := agentPIDs(deployments); !slices.Equal(after, before) {
-		t.Fatalf("session processes after kill -9: %v, before %v", after, before)
-	}
 
 	s2 := startServer(t, data, "server", "--log-level", "warn")
 	// The running Turn goes on in the same process and completes; the

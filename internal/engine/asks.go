@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,17 +11,17 @@ import (
 )
 
 // askOutcome is the outcome of a wait on a question, nil while pending.
-func askOutcome(a *store.Ask) *WaitOutcome {
+func askOutcome(a *store.Ask) *helmrtype.WaitOutcome {
 	switch a.Status {
 	case helmrtype.AskResponded:
-		o := &WaitOutcome{Status: "resolved", Value: a.Answer}
+		o := &helmrtype.WaitOutcome{Status: helmrtype.OutcomeResolved, Value: a.Answer}
 		if len(a.RespondedBy) > 0 {
 			o.RespondedBy = &helmrtype.Responder{}
 			json.Unmarshal(a.RespondedBy, o.RespondedBy)
 		}
 		return o
 	case helmrtype.AskCancelled:
-		return &WaitOutcome{Status: "failed", Error: helmrtype.Errorf(helmrtype.CodeAskNotPending, "the question was cancelled")}
+		return &helmrtype.WaitOutcome{Status: helmrtype.OutcomeFailed, Error: helmrtype.Errorf(helmrtype.CodeAskNotPending, "the question was cancelled")}
 	}
 	return nil
 }
@@ -179,7 +180,8 @@ func (e *Engine) RespondAsk(ctx context.Context, sessionID, turnID, askID string
 		case helmrtype.AskCancelled:
 			return helmrtype.Errorf(helmrtype.CodeAskNotPending, "question %s was cancelled; it takes no answer", askID)
 		case helmrtype.AskResponded:
-			if a.ResponseID == req.ResponseID && digest(json.RawMessage(answer)) == digest(json.RawMessage(a.Answer)) {
+			// Both answers are canonical (CheckAnswer): bytes compare.
+			if a.ResponseID == req.ResponseID && bytes.Equal(answer, a.Answer) {
 				out, err = askState(a)
 				return err
 			}

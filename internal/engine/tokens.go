@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"bytes"
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 
@@ -13,14 +15,14 @@ import (
 const TokenSecretPrefix = "hlmr_tok_"
 
 // tokenOutcome is the outcome of a wait on a Token, nil while pending.
-func tokenOutcome(t *store.Token) *WaitOutcome {
+func tokenOutcome(t *store.Token) *helmrtype.WaitOutcome {
 	switch t.Status {
 	case helmrtype.TokenCompleted:
-		return &WaitOutcome{Status: "resolved", Value: t.Data}
+		return &helmrtype.WaitOutcome{Status: helmrtype.OutcomeResolved, Value: t.Data}
 	case helmrtype.TokenCancelled:
-		return &WaitOutcome{Status: "failed", Error: helmrtype.Errorf(helmrtype.CodeTokenCancelled, "token %s was cancelled", t.ID)}
+		return &helmrtype.WaitOutcome{Status: helmrtype.OutcomeFailed, Error: helmrtype.Errorf(helmrtype.CodeTokenCancelled, "token %s was cancelled", t.ID)}
 	case helmrtype.TokenExpired:
-		return &WaitOutcome{Status: "failed", Error: helmrtype.Errorf(helmrtype.CodeTokenExpired, "token %s expired", t.ID)}
+		return &helmrtype.WaitOutcome{Status: helmrtype.OutcomeFailed, Error: helmrtype.Errorf(helmrtype.CodeTokenExpired, "token %s expired", t.ID)}
 	}
 	return nil
 }
@@ -120,14 +122,20 @@ func (e *Engine) CreateToken(ctx context.Context, sessionID, turnID string, op i
 	return &st, nil
 }
 
+// tokenTx reads a Token, not_found when there is none.
+func tokenTx(ctx context.Context, tx store.Tx, id string) (*store.Token, error) {
+	t, err := tx.GetToken(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, notFound("token", id)
+	}
+	return t, err
+}
+
 // GetToken returns a Token.
 func (e *Engine) GetToken(ctx context.Context, id string) (*helmrtype.TokenState, error) {
 	var out helmrtype.TokenState
 	err := e.store.View(ctx, func(tx store.Tx) error {
-		t, err := tx.GetToken(ctx, id)
-		if errors.Is(err, store.ErrNotFound) {
-			return notFound("token", id)
-		}
+		t, err := tokenTx(ctx, tx, id)
 		if err != nil {
 			return err
 		}
@@ -169,16 +177,13 @@ func (e *Engine) CompleteToken(ctx context.Context, id string, data json.RawMess
 	var rs []resolved
 	err := e.store.Update(ctx, func(tx store.Tx) error {
 		rs = nil
-		t, err := tx.GetToken(ctx, id)
-		if errors.Is(err, store.ErrNotFound) {
-			return notFound("token", id)
-		}
+		t, err := tokenTx(ctx, tx, id)
 		if err != nil {
 			return err
 		}
 		switch t.Status {
 		case helmrtype.TokenCompleted:
-			if digest(json.RawMessage(t.Data)) != digest(data) {
+			if !sameData(t.Data, data) {
 				return &helmrtype.Error{Code: helmrtype.CodeTokenCompletionConflict,
 					Message: "token " + id + " is already completed with other data; it is never overwritten"}
 			}
@@ -226,10 +231,7 @@ func (e *Engine) endToken(ctx context.Context, id, status string) (*helmrtype.To
 	var rs []resolved
 	err := e.store.Update(ctx, func(tx store.Tx) error {
 		rs = nil
-		t, err := tx.GetToken(ctx, id)
-		if errors.Is(err, store.ErrNotFound) {
-			return notFound("token", id)
-		}
+		t, err := tokenTx(ctx, tx, id)
 		if err != nil {
 			return err
 		}
@@ -263,4 +265,18 @@ func (e *Engine) endToken(ctx context.Context, id, status string) (*helmrtype.To
 	e.sched.cancel("token:" + id)
 	e.announce(rs)
 	return &out, nil
+}
+
+// sameData reports whether two completions carry the same canonical data
+// (helmrtype.CanonicalJSON: key order, spacing and number spelling aside).
+func sameData(a, b []byte) bool {
+	ca, erra := helmrtype.CanonicalJSON(a)
+	cb, errb := helmrtype.CanonicalJSON(b)
+	return erra == nil && errb == nil && bytes.Equal(ca, cb)
+}
+
+// secretMatches compares a presented secret with a stored hash in
+// constant time.
+func secretMatches(secret, hash string) bool {
+	return subtle.ConstantTimeCompare([]byte(HashSecret(secret)), []byte(hash)) == 1
 }

@@ -290,7 +290,7 @@ func (e *Engine) settleTx(ctx context.Context, tx store.Tx, t *store.Turn, st Se
 		return nil, err
 	}
 	// Its waits end with it, and its pending questions are withdrawn.
-	if _, err := e.endTurnWaitsTx(ctx, tx, t, now); err != nil {
+	if err := e.endTurnWaitsTx(ctx, tx, t, now); err != nil {
 		return nil, err
 	}
 	msgs, err := tx.PendingMessages(ctx, t.ID)

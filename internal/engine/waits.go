@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"time"
@@ -17,13 +16,6 @@ const (
 	waitResolved = "resolved"
 )
 
-// Wait kinds, as the session protocol names them.
-const (
-	WaitTimer = "timer"
-	WaitToken = "token"
-	WaitAsk   = "ask"
-)
-
 // Idle timeouts of managed waits: the default and the allowed range.
 const (
 	DefaultIdleTimeout = 30 * time.Second
@@ -31,31 +23,11 @@ const (
 	MaxIdleTimeout     = time.Hour
 )
 
-// WaitOutcome is how a wait ended: Status "resolved" with Value (a Token's
-// data, an answer; null for a timer), or "failed" with Error.
-type WaitOutcome struct {
-	Status      string               `json:"status"`
-	Value       json.RawMessage      `json:"value,omitempty"`
-	RespondedBy *helmrtype.Responder `json:"responded_by,omitempty"`
-	Error       *helmrtype.Error     `json:"error,omitempty"`
-}
-
-// WaitRequest starts a durable wait of a running Turn; the process
-// chooses ID.
-type WaitRequest struct {
-	ID          string
-	Kind        string
-	TargetID    string
-	Until       *time.Time
-	Timeout     string
-	IdleTimeout string
-}
-
 // WaitNotifier is told when waits start and end, to suspend and wake the
 // waiting process. The supervisor implements it.
 type WaitNotifier interface {
 	WaitStarted(sessionID, turnID, waitID string, idle time.Duration)
-	WaitResolved(sessionID, turnID, waitID string, o *WaitOutcome)
+	WaitResolved(sessionID, turnID, waitID string, o *helmrtype.WaitOutcome)
 }
 
 // ParseIdleTimeout reads a wait's idleTimeout: a Duration from 1ms to 1h;
@@ -91,7 +63,7 @@ func opRepeat(t *store.Turn, op int64) (bool, error) {
 // already over (a Token completed, a question answered, a timer due) the
 // outcome is returned at once and the wait is recorded resolved. A repeat
 // of the same wait ID answers as the first did.
-func (e *Engine) StartWait(ctx context.Context, sessionID, turnID string, op int64, req WaitRequest) (*WaitOutcome, error) {
+func (e *Engine) StartWait(ctx context.Context, sessionID, turnID string, op int64, req helmrtype.WaitStart) (*helmrtype.WaitOutcome, error) {
 	idle, err := ParseIdleTimeout(req.IdleTimeout)
 	if err != nil {
 		return nil, err
@@ -105,7 +77,7 @@ func (e *Engine) StartWait(ctx context.Context, sessionID, turnID string, op int
 			return nil, invalid("timeout %q: want a positive duration such as 30s or 15m", req.Timeout)
 		}
 	}
-	var out *WaitOutcome
+	var out *helmrtype.WaitOutcome
 	var w *store.Wait
 	err = e.store.Update(ctx, func(tx store.Tx) error {
 		out, w = nil, nil
@@ -114,7 +86,7 @@ func (e *Engine) StartWait(ctx context.Context, sessionID, turnID string, op int
 				return invalid("wait %s belongs to another turn", req.ID)
 			}
 			if prev.Status == waitResolved {
-				out = &WaitOutcome{}
+				out = &helmrtype.WaitOutcome{}
 				return json.Unmarshal(prev.Outcome, out)
 			}
 			return nil
@@ -136,13 +108,13 @@ func (e *Engine) StartWait(ctx context.Context, sessionID, turnID string, op int
 			nw.Deadline = &d
 		}
 		switch req.Kind {
-		case WaitTimer:
+		case helmrtype.WaitTimer:
 			if req.Until == nil {
 				return invalid("a timer wait needs until")
 			}
 			u := req.Until.UTC().Truncate(time.Microsecond)
 			nw.Deadline, nw.TargetID = &u, ""
-		case WaitToken:
+		case helmrtype.WaitToken:
 			tok, err := tx.GetToken(ctx, req.TargetID)
 			if errors.Is(err, store.ErrNotFound) || (err == nil && tok.SessionID != sessionID) {
 				return notFound("token", req.TargetID)
@@ -151,7 +123,7 @@ func (e *Engine) StartWait(ctx context.Context, sessionID, turnID string, op int
 				return err
 			}
 			out = tokenOutcome(tok)
-		case WaitAsk:
+		case helmrtype.WaitAsk:
 			a, err := tx.GetAsk(ctx, req.TargetID)
 			if errors.Is(err, store.ErrNotFound) || (err == nil && a.TurnID != turnID) {
 				return notFound("question", req.TargetID)
@@ -180,7 +152,8 @@ func (e *Engine) StartWait(ctx context.Context, sessionID, turnID string, op int
 			return err
 		}
 		if out != nil {
-			return e.resolveWaitTx(ctx, tx, nw, out, now)
+			_, err := e.resolveWaitTx(ctx, tx, nw, out, now)
+			return err
 		}
 		w = nw
 		return nil
@@ -202,15 +175,15 @@ func (e *Engine) StartWait(ctx context.Context, sessionID, turnID string, op int
 
 // ResumeWait returns the outcome of a wait that is over, nil while it
 // goes on. A reconnected process asks it for each wait it still blocks on.
-func (e *Engine) ResumeWait(ctx context.Context, sessionID, waitID string) (*WaitOutcome, error) {
-	var out *WaitOutcome
+func (e *Engine) ResumeWait(ctx context.Context, sessionID, waitID string) (*helmrtype.WaitOutcome, error) {
+	var out *helmrtype.WaitOutcome
 	err := e.store.View(ctx, func(tx store.Tx) error {
 		w, err := tx.GetWait(ctx, waitID)
 		if err != nil || w.SessionID != sessionID {
 			return notFound("wait", waitID)
 		}
 		if w.Status == waitResolved {
-			out = &WaitOutcome{}
+			out = &helmrtype.WaitOutcome{}
 			return json.Unmarshal(w.Outcome, out)
 		}
 		return nil
@@ -218,42 +191,65 @@ func (e *Engine) ResumeWait(ctx context.Context, sessionID, waitID string) (*Wai
 	return out, err
 }
 
-// resolveWaitTx ends an open wait with o and records it.
-func (e *Engine) resolveWaitTx(ctx context.Context, tx store.Tx, w *store.Wait, o *WaitOutcome, now time.Time) error {
+// resolveWaitTx ends an open wait with o and records it. The wait is read
+// again under its Session's lock first: two transactions racing to end it
+// (a timer and a completion, on PostgreSQL) end it once; the loser gets
+// false.
+func (e *Engine) resolveWaitTx(ctx context.Context, tx store.Tx, w *store.Wait, o *helmrtype.WaitOutcome, now time.Time) (bool, error) {
+	if _, err := tx.GetSession(ctx, w.SessionID); err != nil {
+		return false, err
+	}
+	cur, err := tx.GetWait(ctx, w.ID)
+	if err != nil {
+		return false, err
+	}
+	if cur.Status != waitWaiting {
+		return false, nil
+	}
 	b, err := json.Marshal(o)
 	if err != nil {
-		return err
+		return false, err
 	}
 	w.Status, w.Outcome, w.ResolvedAt = waitResolved, b, &now
 	if err := tx.UpdateWait(ctx, w); err != nil {
-		return err
+		return false, err
 	}
 	data := map[string]any{"wait_id": w.ID, "kind": w.Kind, "status": o.Status}
 	if o.Error != nil {
 		data["error"] = o.Error
 	}
 	_, err = e.appendEvent(ctx, tx, w.SessionID, w.TurnID, helmrtype.EventWaitResolved, data, now)
-	return err
+	return err == nil, err
+}
+
+// resolveTx is resolveWaitTx for one wait, as the list to announce.
+func (e *Engine) resolveTx(ctx context.Context, tx store.Tx, w *store.Wait, o *helmrtype.WaitOutcome, now time.Time) ([]resolved, error) {
+	ok, err := e.resolveWaitTx(ctx, tx, w, o, now)
+	if !ok || err != nil {
+		return nil, err
+	}
+	return []resolved{{w, o}}, nil
 }
 
 // resolved is a wait ended in a transaction, announced after it commits.
 type resolved struct {
 	w *store.Wait
-	o *WaitOutcome
+	o *helmrtype.WaitOutcome
 }
 
 // resolveTargetTx ends every open wait on targetID with o.
-func (e *Engine) resolveTargetTx(ctx context.Context, tx store.Tx, targetID string, o *WaitOutcome, now time.Time) ([]resolved, error) {
+func (e *Engine) resolveTargetTx(ctx context.Context, tx store.Tx, targetID string, o *helmrtype.WaitOutcome, now time.Time) ([]resolved, error) {
 	ws, err := tx.WaitsOn(ctx, targetID)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]resolved, 0, len(ws))
 	for i := range ws {
-		if err := e.resolveWaitTx(ctx, tx, &ws[i], o, now); err != nil {
+		r, err := e.resolveTx(ctx, tx, &ws[i], o, now)
+		if err != nil {
 			return nil, err
 		}
-		out = append(out, resolved{&ws[i], o})
+		out = append(out, r...)
 	}
 	return out, nil
 }
@@ -288,15 +284,12 @@ func (e *Engine) waitDue(sessionID, waitID string) {
 			defer e.sched.at(at, "wait:"+w.ID, func() { e.waitDue(sessionID, waitID) })
 			return nil
 		}
-		o := &WaitOutcome{Status: "resolved", Value: json.RawMessage("null")}
-		if w.Kind != WaitTimer {
-			o = &WaitOutcome{Status: "failed", Error: helmrtype.Errorf(helmrtype.CodeWaitTimeout, "the wait timed out")}
+		o := &helmrtype.WaitOutcome{Status: helmrtype.OutcomeResolved, Value: json.RawMessage("null")}
+		if w.Kind != helmrtype.WaitTimer {
+			o = &helmrtype.WaitOutcome{Status: helmrtype.OutcomeFailed, Error: helmrtype.Errorf(helmrtype.CodeWaitTimeout, "the wait timed out")}
 		}
-		if err := e.resolveWaitTx(ctx, tx, w, o, now); err != nil {
-			return err
-		}
-		rs = []resolved{{w, o}}
-		return nil
+		rs, err = e.resolveTx(ctx, tx, w, o, now)
+		return err
 	})
 	if err != nil {
 		e.log.Error("wait deadline", "wait", waitID, "err", err)
@@ -306,39 +299,38 @@ func (e *Engine) waitDue(sessionID, waitID string) {
 }
 
 // endTurnWaitsTx ends the open waits of a Turn that settles, and cancels
-// its pending questions.
-func (e *Engine) endTurnWaitsTx(ctx context.Context, tx store.Tx, t *store.Turn, now time.Time) ([]resolved, error) {
+// its pending questions. Nothing is announced: the Turn's process is done
+// with them, and their deadlines find them ended.
+func (e *Engine) endTurnWaitsTx(ctx context.Context, tx store.Tx, t *store.Turn, now time.Time) error {
 	ws, err := tx.OpenWaits(ctx, t.SessionID)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var rs []resolved
+	o := &helmrtype.WaitOutcome{Status: helmrtype.OutcomeFailed, Error: helmrtype.Errorf(helmrtype.CodeTurnSettled, "the turn settled")}
 	for i := range ws {
 		if ws[i].TurnID != t.ID {
 			continue
 		}
-		o := &WaitOutcome{Status: "failed", Error: helmrtype.Errorf(helmrtype.CodeTurnSettled, "the turn settled")}
-		if err := e.resolveWaitTx(ctx, tx, &ws[i], o, now); err != nil {
-			return nil, err
+		if _, err := e.resolveWaitTx(ctx, tx, &ws[i], o, now); err != nil {
+			return err
 		}
-		rs = append(rs, resolved{&ws[i], o})
 	}
 	asks, err := tx.PendingAsks(ctx, t.ID)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for i := range asks {
 		a := &asks[i]
 		a.Status, a.ResolvedAt = helmrtype.AskCancelled, &now
 		if err := tx.UpdateAsk(ctx, a); err != nil {
-			return nil, err
+			return err
 		}
 		if _, err := e.appendEvent(ctx, tx, a.SessionID, a.TurnID, helmrtype.EventAskCancelled,
 			map[string]any{"ask_id": a.ID, "reason": "the turn " + t.Status}, now); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return rs, nil
+	return nil
 }
 
 // RecordWaitEvent records a wait's suspension or wake in the timeline.
@@ -389,12 +381,6 @@ func (e *Engine) scheduleRecovered(ctx context.Context, tx store.Tx) error {
 	return nil
 }
 
-// secretMatches compares a presented secret with a stored hash in
-// constant time.
-func secretMatches(secret, hash string) bool {
-	return subtle.ConstantTimeCompare([]byte(HashSecret(secret)), []byte(hash)) == 1
-}
-
 // CancelWait withdraws an open wait its process no longer blocks on (its
 // handler's context ended first). A repeat, or a wait already over, is
 // acknowledged without effect.
@@ -419,12 +405,9 @@ func (e *Engine) CancelWait(ctx context.Context, sessionID, turnID string, op in
 		if err != nil {
 			return err
 		}
-		o := &WaitOutcome{Status: "failed", Error: helmrtype.Errorf(helmrtype.CodeWaitCancelled, "the waiter stopped waiting")}
-		if err := e.resolveWaitTx(ctx, tx, w, o, e.Now()); err != nil {
-			return err
-		}
-		rs = []resolved{{w, o}}
-		return nil
+		o := &helmrtype.WaitOutcome{Status: helmrtype.OutcomeFailed, Error: helmrtype.Errorf(helmrtype.CodeWaitCancelled, "the waiter stopped waiting")}
+		rs, err = e.resolveTx(ctx, tx, w, o, e.Now())
+		return err
 	})
 	if err == nil {
 		e.announce(rs)

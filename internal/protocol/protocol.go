@@ -121,10 +121,10 @@ type Msg struct {
 	// TokenState answers token.create.
 	TokenState *helmrtype.TokenState `json:"token_state,omitempty"`
 	// wait.start
-	Wait *WaitStart `json:"wait,omitempty"`
+	Wait *helmrtype.WaitStart `json:"wait,omitempty"`
 	// wait.resolved
-	WaitID  string       `json:"wait_id,omitempty"`
-	Outcome *WaitOutcome `json:"outcome,omitempty"`
+	WaitID  string                 `json:"wait_id,omitempty"`
+	Outcome *helmrtype.WaitOutcome `json:"outcome,omitempty"`
 }
 
 // Resume is what a reconnecting process says about itself.
@@ -148,39 +148,6 @@ type TokenStart struct {
 	ID     string                `json:"id"`
 	Secret string                `json:"secret"`
 	Create helmrtype.TokenCreate `json:"create"`
-}
-
-// Wait kinds.
-const (
-	WaitTimer = "timer"
-	WaitToken = "token"
-	WaitAsk   = "ask"
-)
-
-// WaitStart starts a durable wait; the process chooses the ID. A repeat
-// with the same ID is answered as the first was.
-type WaitStart struct {
-	ID   string `json:"id"`
-	Kind string `json:"kind"`
-	// TargetID is the Token or question waited on.
-	TargetID string `json:"target_id,omitempty"`
-	// Until is when a timer fires.
-	Until *time.Time `json:"until,omitempty"`
-	// Timeout ends a Token or question wait with wait_timeout (a Duration).
-	Timeout string `json:"timeout,omitempty"`
-	// IdleTimeout is how long the process stays hot before the wait may be
-	// suspended (a Duration, 1ms–1h; default 30s).
-	IdleTimeout string `json:"idle_timeout,omitempty"`
-}
-
-// WaitOutcome is how a wait ended: Status is "resolved" with Value (the
-// Token's data, the answer; null for a timer), or "failed" with Error
-// (wait_timeout, token_cancelled, token_expired, ask cancelled, …).
-type WaitOutcome struct {
-	Status      string               `json:"status"`
-	Value       json.RawMessage      `json:"value,omitempty"`
-	RespondedBy *helmrtype.Responder `json:"responded_by,omitempty"`
-	Error       *helmrtype.Error     `json:"error,omitempty"`
 }
 
 // Welcome tells a process which Session it serves.

@@ -552,9 +552,9 @@ func (s *Server) getToken(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) completeToken(w http.ResponseWriter, r *http.Request) error {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, helmrtype.MaxTokenDataBytes+4096))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, helmrtype.MaxTokenCompleteBody))
 	if err != nil {
-		return helmrtype.Errorf(helmrtype.CodeLimitExceeded, "the request body is larger than token data may be (%d bytes)", helmrtype.MaxTokenDataBytes)
+		return helmrtype.Errorf(helmrtype.CodeLimitExceeded, "the request body is larger than %d bytes", helmrtype.MaxTokenCompleteBody)
 	}
 	req, err := helmrtype.ParseTokenComplete(body)
 	if err != nil {

@@ -45,9 +45,6 @@ type Info struct {
 	DeploymentID   string
 	RecoveryKind   string
 	RecoveryReason string
-	// IdleTimeout is the default hot-wait duration of this Agent's waits
-	// ("" for the server's default of 30s).
-	IdleTimeout string
 	// Ctx ends when the process shuts down.
 	Ctx context.Context
 }

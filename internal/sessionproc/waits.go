@@ -11,9 +11,6 @@ import (
 	"github.com/helmr-go/helmr/internal/protocol"
 )
 
-// WaitOutcome is how a durable wait ended.
-type WaitOutcome = protocol.WaitOutcome
-
 type turnKey struct{}
 
 // TurnFrom returns the running Turn whose context ctx is (or derives from),
@@ -28,7 +25,7 @@ var errNotInTurn = helmrtype.Errorf(helmrtype.CodeInvalidRequest, "a durable wai
 
 // Ask asks a person q and waits for the answer. Only root Sessions may
 // ask. idle is the hot-wait duration ("" for the default).
-func (t *Turn) Ask(ctx context.Context, q helmrtype.Question, idle string) (*WaitOutcome, error) {
+func (t *Turn) Ask(ctx context.Context, q helmrtype.Question, idle string) (*helmrtype.WaitOutcome, error) {
 	if err := q.Check(); err != nil {
 		return nil, err
 	}
@@ -36,7 +33,7 @@ func (t *Turn) Ask(ctx context.Context, q helmrtype.Question, idle string) (*Wai
 	if _, err := t.call(ctx, &protocol.Msg{Type: protocol.TypeAsk, Ask: &protocol.AskStart{ID: id, Question: q}}); err != nil {
 		return nil, err
 	}
-	return t.Wait(ctx, protocol.WaitStart{Kind: protocol.WaitAsk, TargetID: id, IdleTimeout: idle})
+	return t.Wait(ctx, helmrtype.WaitStart{Kind: helmrtype.WaitAsk, TargetID: id, IdleTimeout: idle})
 }
 
 // CreateToken creates a Token and returns it with its public access
@@ -69,12 +66,9 @@ func (t *Turn) CreateToken(ctx context.Context, c helmrtype.TokenCreate) (*helmr
 // server keeps the wait (its deadline, its target) in the store, resolves
 // it and, if the process was suspended meanwhile, wakes it first. When ctx
 // ends first the wait is withdrawn.
-func (t *Turn) Wait(ctx context.Context, w protocol.WaitStart) (*WaitOutcome, error) {
+func (t *Turn) Wait(ctx context.Context, w helmrtype.WaitStart) (*helmrtype.WaitOutcome, error) {
 	if w.ID == "" {
 		w.ID = uuid.Must(uuid.NewV7()).String()
-	}
-	if w.IdleTimeout == "" {
-		w.IdleTimeout = t.info.IdleTimeout
 	}
 	ch := t.c.addWaiter(w.ID, t.ID)
 	defer t.c.removeWaiter(w.ID)
@@ -98,11 +92,11 @@ func (t *Turn) Wait(ctx context.Context, w protocol.WaitStart) (*WaitOutcome, er
 
 type waiter struct {
 	turnID string
-	ch     chan *WaitOutcome
+	ch     chan *helmrtype.WaitOutcome
 }
 
-func (c *Conn) addWaiter(id, turnID string) chan *WaitOutcome {
-	ch := make(chan *WaitOutcome, 1)
+func (c *Conn) addWaiter(id, turnID string) chan *helmrtype.WaitOutcome {
+	ch := make(chan *helmrtype.WaitOutcome, 1)
 	c.mu.Lock()
 	if c.waiters == nil {
 		c.waiters = map[string]waiter{}
@@ -120,7 +114,7 @@ func (c *Conn) removeWaiter(id string) {
 
 // resolveWait hands a wait's outcome to its waiter; an unknown or repeated
 // one is ignored.
-func (c *Conn) resolveWait(id string, o *WaitOutcome) {
+func (c *Conn) resolveWait(id string, o *helmrtype.WaitOutcome) {
 	c.mu.Lock()
 	w, ok := c.waiters[id]
 	delete(c.waiters, id)

@@ -110,6 +110,8 @@ type Tx interface {
 	// Questions
 	InsertAsk(ctx context.Context, a *Ask) error
 	GetAsk(ctx context.Context, id string) (*Ask, error)
+	// UpdateAsk, UpdateToken and UpdateWait return ErrNotFound when no row
+	// has the ID.
 	UpdateAsk(ctx context.Context, a *Ask) error
 	// ListAsks returns a Turn's questions with ID > afterID, oldest first.
 	ListAsks(ctx context.Context, turnID, afterID string, limit int) ([]Ask, error)

@@ -140,6 +140,11 @@ type proc struct {
 	lastActive time.Time
 	idleTimer  *time.Timer
 	welcomed   bool // welcome was sent on the connection
+	// recorded is closed once a new launch is recorded in the store and
+	// under the freezer: the process is welcomed (and runs init) only
+	// then, so that everything it does can survive a restart and be
+	// suspended. nil for an adopted process.
+	recorded chan struct{}
 	// writeMu orders writes to the connection, so that turn.start goes out
 	// before any cancel or message for that Turn.
 	writeMu sync.Mutex
@@ -183,7 +188,7 @@ func (s *Supervisor) SessionWork(sessionID string) {
 	p, ok := s.procs[sessionID]
 	if !ok {
 		token, hash := engine.NewSecret("hlmr_proc_")
-		p = &proc{sessionID: sessionID, tokenHash: hash, launchID: engine.NewID()}
+		p = &proc{sessionID: sessionID, tokenHash: hash, launchID: engine.NewID(), recorded: make(chan struct{})}
 		s.procs[sessionID] = p
 		s.tokens[p.tokenHash] = p
 		s.wg.Add(1)
@@ -283,29 +288,35 @@ func (s *Supervisor) start(p *proc, token string) {
 		}
 	}
 	if err != nil {
+		close(p.recorded)
 		s.log.Error("launch session process", "session", p.sessionID, "err", err)
 		s.forget(p)
 		s.failNext(p.sessionID, fmt.Sprintf("the session process could not start: %v", err))
 		return
 	}
 	s.log.Debug("session process started", "session", p.sessionID)
-	if pp, ok := p.process.(interface{ PID() int }); ok {
-		s.attachFreezer(p, pp.PID())
+	if pid := pidOf(p.process); pid != 0 {
+		s.attachFreezer(p, pid)
+		s.record(p, l, pid)
 	}
-	s.record(p, l)
+	close(p.recorded)
 	s.watch(p)
+}
+
+// pidOf is the process's ID, 0 when its launcher does not tell.
+func pidOf(p Process) int {
+	if pp, ok := p.(interface{ PID() int }); ok {
+		return pp.PID()
+	}
+	return 0
 }
 
 // record stores the process's record, so that a restarted control plane
 // can reattach it. Without one the process cannot outlive this one.
-func (s *Supervisor) record(p *proc, l *engine.Launch) {
-	pp, ok := p.process.(interface{ PID() int })
-	if !ok {
-		return
-	}
-	sid, err := startID(pp.PID())
+func (s *Supervisor) record(p *proc, l *engine.Launch, pid int) {
+	sid, err := startID(pid)
 	if err == nil {
-		err = s.eng.RecordProcess(s.ctx, &store.Process{SessionID: p.sessionID, LaunchID: p.launchID, PID: pp.PID(),
+		err = s.eng.RecordProcess(s.ctx, &store.Process{SessionID: p.sessionID, LaunchID: p.launchID, PID: pid,
 			StartID: sid, TokenHash: p.tokenHash, ComputerID: l.Session.ComputerID, Recovery: l.Recovery, LaunchedAt: s.eng.Now()})
 	}
 	if err != nil && s.ctx.Err() == nil {
@@ -485,8 +496,8 @@ func (s *Supervisor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	proc := p.process
 	p.mu.Unlock()
-	if pp, ok := proc.(interface{ PID() int }); ok {
-		if peer := peerPID(r.Context()); peer != 0 && peer != pp.PID() {
+	if pid := pidOf(proc); pid != 0 {
+		if peer := peerPID(r.Context()); peer != 0 && peer != pid {
 			s.log.Warn("a process used another process's token", "session", p.sessionID, "peer_pid", peer)
 			http.Error(w, "this token belongs to another process", http.StatusForbidden)
 			return
@@ -609,6 +620,13 @@ func (s *Supervisor) handle(ctx context.Context, p *proc, m *protocol.Msg) {
 		if reattaching {
 			s.reattach(ctx, p, m.Resume)
 			return
+		}
+		if p.recorded != nil {
+			select {
+			case <-p.recorded:
+			case <-ctx.Done():
+				return
+			}
 		}
 		w := &protocol.Welcome{Agent: l.Session.Agent, SessionID: l.Session.ID, SessionKey: l.Session.Key,
 			ParentID: l.Session.ParentSessionID, ComputerID: l.Session.ComputerID, DeploymentID: l.Session.DeploymentID,
@@ -1117,8 +1135,7 @@ func (s *Supervisor) handleWait(ctx context.Context, p *proc, m *protocol.Msg) {
 			return
 		}
 		w := m.Wait
-		o, err := s.eng.StartWait(ctx, p.sessionID, m.TurnID, m.Op, engine.WaitRequest{ID: w.ID, Kind: w.Kind,
-			TargetID: w.TargetID, Until: w.Until, Timeout: w.Timeout, IdleTimeout: w.IdleTimeout})
+		o, err := s.eng.StartWait(ctx, p.sessionID, m.TurnID, m.Op, *w)
 		s.ack(p, m, 0, err)
 		if err == nil && o != nil {
 			s.sendResolved(p, m.TurnID, w.ID, o)
@@ -1133,9 +1150,9 @@ func (s *Supervisor) handleWait(ctx context.Context, p *proc, m *protocol.Msg) {
 	}
 }
 
-func (s *Supervisor) sendResolved(p *proc, turnID, waitID string, o *engine.WaitOutcome) {
+func (s *Supervisor) sendResolved(p *proc, turnID, waitID string, o *helmrtype.WaitOutcome) {
 	s.send(p, &protocol.Msg{Type: protocol.TypeWaitResolved, TurnID: turnID, WaitID: waitID,
-		Outcome: &protocol.WaitOutcome{Status: o.Status, Value: o.Value, RespondedBy: o.RespondedBy, Error: o.Error}})
+		Outcome: o})
 }
 
 // WaitStarted notes a wait of the process's running Turn, for suspension.
@@ -1155,7 +1172,7 @@ func (s *Supervisor) WaitStarted(sessionID, turnID, waitID string, idle time.Dur
 
 // WaitResolved wakes the process if it is suspended and hands it the
 // outcome.
-func (s *Supervisor) WaitResolved(sessionID, turnID, waitID string, o *engine.WaitOutcome) {
+func (s *Supervisor) WaitResolved(sessionID, turnID, waitID string, o *helmrtype.WaitOutcome) {
 	p := s.get(sessionID)
 	if p == nil {
 		return

@@ -324,3 +324,58 @@ func TestSessionUpdatesSerialize(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestTokenKeyGetOrCreateSerializes: GetTokenByKey takes its Session's
+// lock, so a get-or-create of a Token by idempotency key from two stores
+// on one database (as two nodes) sees a concurrent create instead of
+// colliding with it.
+func TestTokenKeyGetOrCreateSerializes(t *testing.T) {
+	url := pgtest.URL(t)
+	a, b := openAt(t, url), openAt(t, url)
+	defer a.Close()
+	defer b.Close()
+	const keys = 15
+	var wg sync.WaitGroup
+	var created sync.Map
+	for i, s := range []*Store{a, b, a, b} {
+		wg.Go(func() {
+			for j := range keys {
+				err := s.Update(t.Context(), func(tx store.Tx) error {
+					ctx := t.Context()
+					key := fmt.Sprintf("k%d", j)
+					if _, err := tx.GetTokenByKey(ctx, "ses-t", key); err == nil {
+						return nil
+					} else if !errors.Is(err, store.ErrNotFound) {
+						return err
+					}
+					id := fmt.Sprintf("tok-%d-%d", i, j)
+					tk := &store.Token{ID: id, SessionID: "ses-t", Status: "pending", IdempotencyKey: key}
+					if err := tx.InsertToken(ctx, tk); err != nil {
+						return fmt.Errorf("InsertToken(%s) after GetTokenByKey found none: %w", key, err)
+					}
+					created.Store(key, id)
+					return nil
+				})
+				if err != nil {
+					t.Errorf("Update: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	err := a.View(t.Context(), func(tx store.Tx) error {
+		for j := range keys {
+			key := fmt.Sprintf("k%d", j)
+			tk, err := tx.GetTokenByKey(t.Context(), "ses-t", key)
+			id, ok := created.Load(key)
+			if err != nil || !ok || tk.ID != id {
+				t.Errorf("GetTokenByKey(%s) = %v, %v; created %v", key, tk, err, id)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -4,247 +4,226 @@ import (
 	"context"
 	"time"
 
-	"github.com/helmr-go/helmr/internal/store"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/helmr-go/helmr/internal/store"
 )
 
-// Times: timestamptz in PostgreSQL, read back in UTC.
-type tcol = time.Time
-type tpcol = *time.Time
+// Process records, questions, tokens and waits (migration 0002_waits).
+//
+// Session locks (see tx): calls that name a Session themselves take its
+// lock, as their counterparts for Turns and messages do: PutProcess,
+// GetProcess and DeleteProcess; InsertAsk, InsertToken and InsertWait;
+// GetTokenByKey (so that a get-or-create by key sees a concurrent create);
+// OpenWaits of one Session. Gets and Updates by row ID, and the listings
+// across Sessions or by Turn or target, take none, as GetMessage and
+// UpdateMessage take none.
 
-func ts(v time.Time) any        { return v }
-func tsp(v *time.Time) any      { return v }
-func fromT(v tcol) time.Time    { return utc(v) }
-func fromTP(v tpcol) *time.Time { return utcPtr(v) }
-
-// put inserts under the Session's lock; a duplicate is ErrDuplicate and
-// leaves the transaction usable.
-func (t *tx) put(ctx context.Context, sessionID, q string, args ...any) error {
-	return t.insert(ctx, []string{sessionID}, q, args...)
+// updateRow runs an UPDATE by primary key and reports ErrNotFound when it
+// matched no row.
+func (t *tx) updateRow(ctx context.Context, q string, args ...any) error {
+	if err := t.write(); err != nil {
+		return err
+	}
+	tag, err := t.q.Exec(ctx, q, args...)
+	if err != nil {
+		return mapErr(err)
+	}
+	if tag.RowsAffected() == 0 {
+		return store.ErrNotFound
+	}
+	return nil
 }
 
-func (t *tx) set(ctx context.Context, sessionID, q string, args ...any) error {
-	return t.exec(ctx, sessionID, q, args...)
+// collect scans every row of rows with scan.
+func collect[T any](rows pgx.Rows, err error, scan func(pgx.Row) (*T, error)) ([]T, error) {
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *v)
+	}
+	return out, rows.Err()
 }
 
-func (t *tx) rows(ctx context.Context, q string, args ...any) (pgx.Rows, error) {
-	return t.q.Query(ctx, q, args...)
+// scanOne scans a single row, ErrNotFound when there is none.
+func scanOne[T any](row pgx.Row, scan func(pgx.Row) (*T, error)) (*T, error) {
+	v, err := scan(row)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	return v, nil
 }
+
+// --- processes ---
 
 const processCols = `session_id, launch_id, pid, start_id, token_hash, computer_id, recovery, launched_at`
 
-func (t *tx) PutProcess(ctx context.Context, p *store.Process) error {
-	if err := t.set(ctx, p.SessionID, `DELETE FROM processes WHERE session_id = $1`, p.SessionID); err != nil {
-		return err
-	}
-	return t.put(ctx, p.SessionID, `INSERT INTO processes(`+processCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-		p.SessionID, p.LaunchID, p.PID, p.StartID, p.TokenHash, p.ComputerID, p.Recovery, ts(p.LaunchedAt))
-}
-
-func (t *tx) queryProcesses(ctx context.Context, q string, args ...any) ([]store.Process, error) {
-	rows, err := t.rows(ctx, q, args...)
-	if err != nil {
+func scanProcess(row pgx.Row) (*store.Process, error) {
+	var p store.Process
+	var pid int64
+	if err := row.Scan(&p.SessionID, &p.LaunchID, &pid, &p.StartID, &p.TokenHash, &p.ComputerID, &p.Recovery, &p.LaunchedAt); err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []store.Process
-	for rows.Next() {
-		var p store.Process
-		var at tcol
-		if err := rows.Scan(&p.SessionID, &p.LaunchID, &p.PID, &p.StartID, &p.TokenHash, &p.ComputerID, &p.Recovery, &at); err != nil {
-			return nil, err
-		}
-		p.LaunchedAt = fromT(at)
-		out = append(out, p)
-	}
-	return out, rows.Err()
+	p.PID = int(pid)
+	p.LaunchedAt = utc(p.LaunchedAt)
+	return &p, nil
+}
+
+func (t *tx) PutProcess(ctx context.Context, p *store.Process) error {
+	return t.exec(ctx, p.SessionID, `INSERT INTO processes(`+processCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+ ON CONFLICT (session_id) DO UPDATE SET launch_id = excluded.launch_id, pid = excluded.pid, start_id = excluded.start_id,
+ token_hash = excluded.token_hash, computer_id = excluded.computer_id, recovery = excluded.recovery, launched_at = excluded.launched_at`,
+		p.SessionID, p.LaunchID, int64(p.PID), p.StartID, p.TokenHash, p.ComputerID, p.Recovery, p.LaunchedAt)
 }
 
 func (t *tx) GetProcess(ctx context.Context, sessionID string) (*store.Process, error) {
-	ps, err := t.queryProcesses(ctx, `SELECT `+processCols+` FROM processes WHERE session_id = $1`, sessionID)
-	if err != nil {
-		return nil, err
-	}
-	if len(ps) == 0 {
-		return nil, store.ErrNotFound
-	}
-	return &ps[0], nil
+	return scanOne(t.row(ctx, sessionID, `SELECT `+processCols+` FROM processes WHERE session_id = $1`, sessionID), scanProcess)
 }
 
 func (t *tx) DeleteProcess(ctx context.Context, sessionID, launchID string) error {
-	return t.set(ctx, sessionID, `DELETE FROM processes WHERE session_id = $1 AND launch_id = $2`, sessionID, launchID)
+	return t.exec(ctx, sessionID, `DELETE FROM processes WHERE session_id = $1 AND launch_id = $2`, sessionID, launchID)
 }
 
 func (t *tx) ListProcesses(ctx context.Context) ([]store.Process, error) {
-	return t.queryProcesses(ctx, `SELECT `+processCols+` FROM processes ORDER BY session_id`)
+	rows, err := t.q.Query(ctx, `SELECT `+processCols+` FROM processes ORDER BY session_id`)
+	return collect(rows, err, scanProcess)
 }
+
+// --- questions ---
 
 const askCols = `id, session_id, turn_id, status, question, answer, responded_by, response_id, created_at, resolved_at`
 
-func (t *tx) InsertAsk(ctx context.Context, a *store.Ask) error {
-	return t.put(ctx, a.SessionID, `INSERT INTO asks(`+askCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-		a.ID, a.SessionID, a.TurnID, a.Status, blob(a.Question), blob(a.Answer), blob(a.RespondedBy), a.ResponseID, ts(a.CreatedAt), tsp(a.ResolvedAt))
-}
-
-func (t *tx) queryAsks(ctx context.Context, q string, args ...any) ([]store.Ask, error) {
-	rows, err := t.rows(ctx, q, args...)
-	if err != nil {
+func scanAsk(row pgx.Row) (*store.Ask, error) {
+	var a store.Ask
+	var question, answer, respondedBy []byte
+	if err := row.Scan(&a.ID, &a.SessionID, &a.TurnID, &a.Status, &question, &answer, &respondedBy, &a.ResponseID, &a.CreatedAt, &a.ResolvedAt); err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []store.Ask
-	for rows.Next() {
-		var a store.Ask
-		var question, answer, by []byte
-		var created tcol
-		var resolved tpcol
-		if err := rows.Scan(&a.ID, &a.SessionID, &a.TurnID, &a.Status, &question, &answer, &by, &a.ResponseID, &created, &resolved); err != nil {
-			return nil, err
-		}
-		a.Question, a.Answer, a.RespondedBy = raw(question), raw(answer), raw(by)
-		a.CreatedAt, a.ResolvedAt = fromT(created), fromTP(resolved)
-		out = append(out, a)
-	}
-	return out, rows.Err()
+	a.Question, a.Answer, a.RespondedBy = raw(question), raw(answer), raw(respondedBy)
+	a.CreatedAt = utc(a.CreatedAt)
+	a.ResolvedAt = utcPtr(a.ResolvedAt)
+	return &a, nil
+}
+
+func (t *tx) InsertAsk(ctx context.Context, a *store.Ask) error {
+	return t.insert(ctx, []string{a.SessionID}, `INSERT INTO asks(`+askCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+		a.ID, a.SessionID, a.TurnID, a.Status, blob(a.Question), blob(a.Answer), blob(a.RespondedBy), a.ResponseID, a.CreatedAt, a.ResolvedAt)
 }
 
 func (t *tx) GetAsk(ctx context.Context, id string) (*store.Ask, error) {
-	as, err := t.queryAsks(ctx, `SELECT `+askCols+` FROM asks WHERE id = $1`, id)
-	if err != nil {
-		return nil, err
-	}
-	if len(as) == 0 {
-		return nil, store.ErrNotFound
-	}
-	return &as[0], nil
+	return scanOne(t.q.QueryRow(ctx, `SELECT `+askCols+` FROM asks WHERE id = $1`, id), scanAsk)
 }
 
 func (t *tx) UpdateAsk(ctx context.Context, a *store.Ask) error {
-	return t.set(ctx, a.SessionID, `UPDATE asks SET status = $1, answer = $2, responded_by = $3, response_id = $4, resolved_at = $5 WHERE id = $6`,
-		a.Status, blob(a.Answer), blob(a.RespondedBy), a.ResponseID, tsp(a.ResolvedAt), a.ID)
+	return t.updateRow(ctx, `UPDATE asks SET status = $1, answer = $2, responded_by = $3, response_id = $4, resolved_at = $5 WHERE id = $6`,
+		a.Status, blob(a.Answer), blob(a.RespondedBy), a.ResponseID, a.ResolvedAt, a.ID)
 }
 
 func (t *tx) ListAsks(ctx context.Context, turnID, afterID string, limit int) ([]store.Ask, error) {
-	return t.queryAsks(ctx, `SELECT `+askCols+` FROM asks WHERE turn_id = $1 AND id > $2 ORDER BY id LIMIT $3`, turnID, afterID, limit)
+	rows, err := t.q.Query(ctx, `SELECT `+askCols+` FROM asks WHERE turn_id = $1 AND id > $2 ORDER BY id LIMIT $3`, turnID, afterID, limit)
+	return collect(rows, err, scanAsk)
 }
 
 func (t *tx) PendingAsks(ctx context.Context, turnID string) ([]store.Ask, error) {
-	return t.queryAsks(ctx, `SELECT `+askCols+` FROM asks WHERE turn_id = $1 AND status = 'pending' ORDER BY id`, turnID)
+	rows, err := t.q.Query(ctx, `SELECT `+askCols+` FROM asks WHERE turn_id = $1 AND status = 'pending' ORDER BY id`, turnID)
+	return collect(rows, err, scanAsk)
 }
+
+// --- tokens ---
 
 const tokenCols = `id, session_id, turn_id, status, tags, metadata, data, secret_hash, idempotency_key, created_at, expires_at, resolved_at`
 
-func (t *tx) InsertToken(ctx context.Context, k *store.Token) error {
-	return t.put(ctx, k.SessionID, `INSERT INTO tokens(`+tokenCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
-		k.ID, k.SessionID, k.TurnID, k.Status, blob(k.Tags), blob(k.Metadata), blob(k.Data), k.SecretHash, k.IdempotencyKey,
-		ts(k.CreatedAt), tsp(k.ExpiresAt), tsp(k.ResolvedAt))
-}
-
-func (t *tx) queryTokens(ctx context.Context, q string, args ...any) ([]store.Token, error) {
-	rows, err := t.rows(ctx, q, args...)
-	if err != nil {
+func scanToken(row pgx.Row) (*store.Token, error) {
+	var tk store.Token
+	var tags, metadata, data []byte
+	if err := row.Scan(&tk.ID, &tk.SessionID, &tk.TurnID, &tk.Status, &tags, &metadata, &data, &tk.SecretHash, &tk.IdempotencyKey,
+		&tk.CreatedAt, &tk.ExpiresAt, &tk.ResolvedAt); err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []store.Token
-	for rows.Next() {
-		var k store.Token
-		var tags, meta, data []byte
-		var created tcol
-		var expires, resolved tpcol
-		if err := rows.Scan(&k.ID, &k.SessionID, &k.TurnID, &k.Status, &tags, &meta, &data, &k.SecretHash, &k.IdempotencyKey,
-			&created, &expires, &resolved); err != nil {
-			return nil, err
-		}
-		k.Tags, k.Metadata, k.Data = raw(tags), raw(meta), raw(data)
-		k.CreatedAt, k.ExpiresAt, k.ResolvedAt = fromT(created), fromTP(expires), fromTP(resolved)
-		out = append(out, k)
-	}
-	return out, rows.Err()
+	tk.Tags, tk.Metadata, tk.Data = raw(tags), raw(metadata), raw(data)
+	tk.CreatedAt = utc(tk.CreatedAt)
+	tk.ExpiresAt = utcPtr(tk.ExpiresAt)
+	tk.ResolvedAt = utcPtr(tk.ResolvedAt)
+	return &tk, nil
 }
 
-func (t *tx) oneToken(ctx context.Context, q string, args ...any) (*store.Token, error) {
-	ks, err := t.queryTokens(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	if len(ks) == 0 {
-		return nil, store.ErrNotFound
-	}
-	return &ks[0], nil
+func (t *tx) InsertToken(ctx context.Context, tk *store.Token) error {
+	// ON CONFLICT DO NOTHING (added by insert) covers the partial unique
+	// index on (session_id, idempotency_key) as well as the primary key.
+	return t.insert(ctx, []string{tk.SessionID}, `INSERT INTO tokens(`+tokenCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+		tk.ID, tk.SessionID, tk.TurnID, tk.Status, blob(tk.Tags), blob(tk.Metadata), blob(tk.Data), tk.SecretHash, tk.IdempotencyKey,
+		tk.CreatedAt, tk.ExpiresAt, tk.ResolvedAt)
 }
 
 func (t *tx) GetToken(ctx context.Context, id string) (*store.Token, error) {
-	return t.oneToken(ctx, `SELECT `+tokenCols+` FROM tokens WHERE id = $1`, id)
+	return scanOne(t.q.QueryRow(ctx, `SELECT `+tokenCols+` FROM tokens WHERE id = $1`, id), scanToken)
 }
 
 func (t *tx) GetTokenByKey(ctx context.Context, sessionID, key string) (*store.Token, error) {
-	return t.oneToken(ctx, `SELECT `+tokenCols+` FROM tokens WHERE session_id = $1 AND idempotency_key = $2 AND idempotency_key <> ''`, sessionID, key)
+	return scanOne(t.row(ctx, sessionID, `SELECT `+tokenCols+` FROM tokens WHERE session_id = $1 AND idempotency_key = $2 AND idempotency_key <> ''`,
+		sessionID, key), scanToken)
 }
 
-func (t *tx) UpdateToken(ctx context.Context, k *store.Token) error {
-	return t.set(ctx, k.SessionID, `UPDATE tokens SET status = $1, data = $2, resolved_at = $3, expires_at = $4 WHERE id = $5`,
-		k.Status, blob(k.Data), tsp(k.ResolvedAt), tsp(k.ExpiresAt), k.ID)
+func (t *tx) UpdateToken(ctx context.Context, tk *store.Token) error {
+	return t.updateRow(ctx, `UPDATE tokens SET status = $1, tags = $2, metadata = $3, data = $4, expires_at = $5, resolved_at = $6 WHERE id = $7`,
+		tk.Status, blob(tk.Tags), blob(tk.Metadata), blob(tk.Data), tk.ExpiresAt, tk.ResolvedAt, tk.ID)
 }
 
 func (t *tx) ExpiringTokens(ctx context.Context) ([]store.Token, error) {
-	return t.queryTokens(ctx, `SELECT `+tokenCols+` FROM tokens WHERE status = 'pending' AND expires_at IS NOT NULL ORDER BY expires_at, id`)
+	rows, err := t.q.Query(ctx, `SELECT `+tokenCols+` FROM tokens WHERE status = 'pending' AND expires_at IS NOT NULL ORDER BY expires_at, id`)
+	return collect(rows, err, scanToken)
 }
 
-const waitCols = `id, session_id, turn_id, kind, target_id, status, deadline, idle_timeout_us, outcome, created_at, resolved_at`
+// --- waits ---
 
-func (t *tx) InsertWait(ctx context.Context, w *store.Wait) error {
-	return t.put(ctx, w.SessionID, `INSERT INTO waits(`+waitCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-		w.ID, w.SessionID, w.TurnID, w.Kind, w.TargetID, w.Status, tsp(w.Deadline), w.IdleTimeout.Microseconds(), blob(w.Outcome),
-		ts(w.CreatedAt), tsp(w.ResolvedAt))
-}
+const waitCols = `id, session_id, turn_id, kind, target_id, status, deadline, idle_timeout_ns, outcome, created_at, resolved_at`
 
-func (t *tx) queryWaits(ctx context.Context, q string, args ...any) ([]store.Wait, error) {
-	rows, err := t.rows(ctx, q, args...)
-	if err != nil {
+func scanWait(row pgx.Row) (*store.Wait, error) {
+	var w store.Wait
+	var idle int64
+	var outcome []byte
+	if err := row.Scan(&w.ID, &w.SessionID, &w.TurnID, &w.Kind, &w.TargetID, &w.Status, &w.Deadline, &idle, &outcome, &w.CreatedAt, &w.ResolvedAt); err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []store.Wait
-	for rows.Next() {
-		var w store.Wait
-		var outcome []byte
-		var idle int64
-		var created tcol
-		var deadline, resolved tpcol
-		if err := rows.Scan(&w.ID, &w.SessionID, &w.TurnID, &w.Kind, &w.TargetID, &w.Status, &deadline, &idle, &outcome, &created, &resolved); err != nil {
-			return nil, err
-		}
-		w.Deadline, w.IdleTimeout, w.Outcome = fromTP(deadline), time.Duration(idle)*time.Microsecond, raw(outcome)
-		w.CreatedAt, w.ResolvedAt = fromT(created), fromTP(resolved)
-		out = append(out, w)
-	}
-	return out, rows.Err()
+	w.Deadline = utcPtr(w.Deadline)
+	w.IdleTimeout = time.Duration(idle)
+	w.Outcome = raw(outcome)
+	w.CreatedAt = utc(w.CreatedAt)
+	w.ResolvedAt = utcPtr(w.ResolvedAt)
+	return &w, nil
+}
+
+func (t *tx) InsertWait(ctx context.Context, w *store.Wait) error {
+	return t.insert(ctx, []string{w.SessionID}, `INSERT INTO waits(`+waitCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+		w.ID, w.SessionID, w.TurnID, w.Kind, w.TargetID, w.Status, w.Deadline, int64(w.IdleTimeout), blob(w.Outcome), w.CreatedAt, w.ResolvedAt)
 }
 
 func (t *tx) GetWait(ctx context.Context, id string) (*store.Wait, error) {
-	ws, err := t.queryWaits(ctx, `SELECT `+waitCols+` FROM waits WHERE id = $1`, id)
-	if err != nil {
-		return nil, err
-	}
-	if len(ws) == 0 {
-		return nil, store.ErrNotFound
-	}
-	return &ws[0], nil
+	return scanOne(t.q.QueryRow(ctx, `SELECT `+waitCols+` FROM waits WHERE id = $1`, id), scanWait)
 }
 
 func (t *tx) UpdateWait(ctx context.Context, w *store.Wait) error {
-	return t.set(ctx, w.SessionID, `UPDATE waits SET status = $1, deadline = $2, outcome = $3, resolved_at = $4 WHERE id = $5`,
-		w.Status, tsp(w.Deadline), blob(w.Outcome), tsp(w.ResolvedAt), w.ID)
+	return t.updateRow(ctx, `UPDATE waits SET status = $1, deadline = $2, idle_timeout_ns = $3, outcome = $4, resolved_at = $5 WHERE id = $6`,
+		w.Status, w.Deadline, int64(w.IdleTimeout), blob(w.Outcome), w.ResolvedAt, w.ID)
 }
 
 func (t *tx) OpenWaits(ctx context.Context, sessionID string) ([]store.Wait, error) {
 	if sessionID == "" {
-		return t.queryWaits(ctx, `SELECT `+waitCols+` FROM waits WHERE status = 'waiting' ORDER BY created_at, id`)
+		rows, err := t.q.Query(ctx, `SELECT `+waitCols+` FROM waits WHERE status = 'waiting' ORDER BY created_at, id`)
+		return collect(rows, err, scanWait)
 	}
-	return t.queryWaits(ctx, `SELECT `+waitCols+` FROM waits WHERE session_id = $1 AND status = 'waiting' ORDER BY created_at, id`, sessionID)
+	rows, err := t.query(ctx, sessionID, `SELECT `+waitCols+` FROM waits WHERE status = 'waiting' AND session_id = $1 ORDER BY created_at, id`, sessionID)
+	return collect(rows, err, scanWait)
 }
 
 func (t *tx) WaitsOn(ctx context.Context, targetID string) ([]store.Wait, error) {
-	return t.queryWaits(ctx, `SELECT `+waitCols+` FROM waits WHERE target_id = $1 AND target_id <> '' AND status = 'waiting' ORDER BY created_at, id`, targetID)
+	rows, err := t.q.Query(ctx, `SELECT `+waitCols+` FROM waits WHERE status = 'waiting' AND target_id = $1 ORDER BY created_at, id`, targetID)
+	return collect(rows, err, scanWait)
 }

@@ -49,6 +49,13 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"PendingMessages", testPendingMessages},
 		{"Events", testEvents},
 		{"Idempotency", testIdempotency},
+		{"Processes", testProcesses},
+		{"Asks", testAsks},
+		{"ListAsks", testListAsks},
+		{"Tokens", testTokens},
+		{"ExpiringTokens", testExpiringTokens},
+		{"Waits", testWaits},
+		{"OpenWaits", testOpenWaits},
 		{"UpdateErrorWritesNothing", testUpdateErrorWritesNothing},
 		{"UpdateCanceledContext", testUpdateCanceledContext},
 		{"TxUsableAfterError", testTxUsableAfterError},
@@ -1244,6 +1251,779 @@ func testIdempotency(t *testing.T, s store.Store) {
 	})
 }
 
+// --- processes ---
+
+func processSessionIDs(ps []store.Process) []string {
+	ids := []string{}
+	for _, p := range ps {
+		ids = append(ids, p.SessionID)
+	}
+	return ids
+}
+
+func storedProcess(p store.Process) store.Process {
+	p.LaunchedAt = stored(p.LaunchedAt)
+	return p
+}
+
+func testProcesses(t *testing.T, s store.Store) {
+	full := &store.Process{SessionID: "ses-2", LaunchID: "launch-1", PID: 4194303, StartID: "boot-abc:123456789",
+		TokenHash: "sha256:ffff", ComputerID: "cmp-1", Recovery: "reattach", LaunchedAt: at(60)}
+	minimal := &store.Process{SessionID: "ses-1", LaunchID: "launch-2", PID: 1, LaunchedAt: at(61)}
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		ps, err := tx.ListProcesses(ctx)
+		if err != nil || len(ps) != 0 {
+			t.Errorf("ListProcesses on an empty store = %v, %v; want none", ps, err)
+		}
+		_, err = tx.GetProcess(ctx, "ses-1")
+		wantErr(t, "GetProcess(missing)", err, store.ErrNotFound)
+		return nil
+	})
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		wantOK(t, "PutProcess(full)", tx.PutProcess(ctx, full))
+		wantOK(t, "PutProcess(minimal)", tx.PutProcess(ctx, minimal))
+		got, err := tx.GetProcess(ctx, full.SessionID)
+		if err != nil {
+			t.Fatalf("GetProcess in the writing Update: %v", err)
+		}
+		check(t, "GetProcess in the writing Update", *got, storedProcess(*full))
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, want := range []*store.Process{full, minimal} {
+			got, err := tx.GetProcess(ctx, want.SessionID)
+			if err != nil {
+				t.Errorf("GetProcess(%s): %v", want.SessionID, err)
+				continue
+			}
+			check(t, "GetProcess("+want.SessionID+")", *got, storedProcess(*want))
+		}
+		ps, err := tx.ListProcesses(ctx)
+		if err != nil {
+			t.Fatalf("ListProcesses: %v", err)
+		}
+		check(t, "ListProcesses", ps, []store.Process{storedProcess(*minimal), storedProcess(*full)})
+		return nil
+	})
+	// A later launch replaces the record, every field of it.
+	relaunched := &store.Process{SessionID: "ses-2", LaunchID: "launch-3", PID: 77, StartID: "boot-def:1",
+		TokenHash: "sha256:eeee", ComputerID: "cmp-2", Recovery: "restart", LaunchedAt: at(62)}
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		wantOK(t, "PutProcess(relaunched)", tx.PutProcess(ctx, relaunched))
+		// A record with empty fields replaces one that has them.
+		wantOK(t, "PutProcess(minimal again)", tx.PutProcess(ctx, &store.Process{SessionID: "ses-3", LaunchID: "launch-4", PID: 5,
+			StartID: "x", TokenHash: "y", ComputerID: "z", Recovery: "w", LaunchedAt: at(63)}))
+		wantOK(t, "PutProcess(ses-3 emptied)", tx.PutProcess(ctx, &store.Process{SessionID: "ses-3", LaunchID: "launch-5", PID: 6, LaunchedAt: at(64)}))
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		got, err := tx.GetProcess(ctx, "ses-2")
+		if err != nil {
+			t.Fatalf("GetProcess: %v", err)
+		}
+		check(t, "replaced process", *got, storedProcess(*relaunched))
+		got, err = tx.GetProcess(ctx, "ses-3")
+		if err != nil {
+			t.Fatalf("GetProcess: %v", err)
+		}
+		check(t, "emptied process", *got, storedProcess(store.Process{SessionID: "ses-3", LaunchID: "launch-5", PID: 6, LaunchedAt: at(64)}))
+		ps, err := tx.ListProcesses(ctx)
+		if err != nil {
+			t.Fatalf("ListProcesses: %v", err)
+		}
+		checkIDs(t, "ListProcesses after replacing", processSessionIDs(ps), []string{"ses-1", "ses-2", "ses-3"})
+		return nil
+	})
+	// DeleteProcess removes only the launch it names.
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		wantOK(t, "DeleteProcess(stale launch)", tx.DeleteProcess(ctx, "ses-2", full.LaunchID))
+		if _, err := tx.GetProcess(ctx, "ses-2"); err != nil {
+			t.Errorf("GetProcess after DeleteProcess with a stale launch ID: %v", err)
+		}
+		wantOK(t, "DeleteProcess(current launch)", tx.DeleteProcess(ctx, "ses-2", relaunched.LaunchID))
+		_, err := tx.GetProcess(ctx, "ses-2")
+		wantErr(t, "GetProcess after DeleteProcess", err, store.ErrNotFound)
+		wantOK(t, "DeleteProcess(again)", tx.DeleteProcess(ctx, "ses-2", relaunched.LaunchID))
+		wantOK(t, "DeleteProcess(no record)", tx.DeleteProcess(ctx, "ses-none", "launch-1"))
+		// A launch ID of another Session does not delete this one's.
+		wantOK(t, "DeleteProcess(other Session's launch)", tx.DeleteProcess(ctx, "ses-1", "launch-5"))
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		_, err := tx.GetProcess(ctx, "ses-2")
+		wantErr(t, "GetProcess(deleted)", err, store.ErrNotFound)
+		got, err := tx.GetProcess(ctx, "ses-1")
+		if err != nil {
+			t.Fatalf("GetProcess(ses-1): %v", err)
+		}
+		check(t, "kept process", *got, storedProcess(*minimal))
+		ps, err := tx.ListProcesses(ctx)
+		if err != nil {
+			t.Fatalf("ListProcesses: %v", err)
+		}
+		checkIDs(t, "ListProcesses after deleting", processSessionIDs(ps), []string{"ses-1", "ses-3"})
+		return nil
+	})
+}
+
+// --- questions ---
+
+func storedAsk(a store.Ask) store.Ask {
+	a.CreatedAt = stored(a.CreatedAt)
+	a.ResolvedAt = storedPtr(a.ResolvedAt)
+	return a
+}
+
+func askIDs(as []store.Ask) []string {
+	ids := []string{}
+	for _, a := range as {
+		ids = append(ids, a.ID)
+	}
+	return ids
+}
+
+func newAsk(id, turnID, status string, n int) *store.Ask {
+	return &store.Ask{ID: id, SessionID: "ses-1", TurnID: turnID, Status: status,
+		Question: raw(`{"text":"` + id + `?"}`), CreatedAt: at(n)}
+}
+
+func testAsks(t *testing.T, s store.Store) {
+	full := &store.Ask{
+		ID:          "ask-1",
+		SessionID:   "ses-1",
+		TurnID:      "turn-1",
+		Status:      "responded",
+		Question:    raw(`{"text":"Ship it?","choices":["yes","no"],"nested":{"n":[1,2.5]}}`),
+		Answer:      raw(`{"choice":"yes","note":"ünïcode \"quoted\""}`),
+		RespondedBy: raw(`{"kind":"user","id":"u-1"}`),
+		ResponseID:  "resp-1",
+		CreatedAt:   at(70),
+		ResolvedAt:  ptr(at(71)),
+	}
+	// Nil JSON and nil times stay nil.
+	minimal := &store.Ask{ID: "ask-2", SessionID: "ses-1", TurnID: "turn-1", Status: "pending", CreatedAt: at(72)}
+	// JSON null and empty values are not nil.
+	empties := &store.Ask{ID: "ask-3", SessionID: "ses-1", TurnID: "turn-1", Status: "pending",
+		Question: raw(`null`), Answer: raw(`{}`), RespondedBy: raw(`""`), CreatedAt: at(73)}
+	all := []*store.Ask{full, minimal, empties}
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, a := range all {
+			wantOK(t, "InsertAsk("+a.ID+")", tx.InsertAsk(ctx, a))
+		}
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, want := range all {
+			got, err := tx.GetAsk(ctx, want.ID)
+			if err != nil {
+				t.Errorf("GetAsk(%s): %v", want.ID, err)
+				continue
+			}
+			check(t, "GetAsk("+want.ID+")", *got, storedAsk(*want))
+		}
+		_, err := tx.GetAsk(ctx, "ask-missing")
+		wantErr(t, "GetAsk(missing)", err, store.ErrNotFound)
+		return nil
+	})
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		dup := *minimal
+		dup.ID = full.ID
+		wantErr(t, "InsertAsk(same id)", tx.InsertAsk(ctx, &dup), store.ErrDuplicate)
+		// The transaction goes on after the refused insert.
+		got, err := tx.GetAsk(ctx, full.ID)
+		if err != nil {
+			t.Fatalf("GetAsk after ErrDuplicate: %v", err)
+		}
+		check(t, "GetAsk after refused duplicate", *got, storedAsk(*full))
+		return nil
+	})
+	// pending → responded with every mutable field set.
+	responded := *minimal
+	responded.Status = "responded"
+	responded.Answer = raw(`{"text":"later"}`)
+	responded.RespondedBy = raw(`{"kind":"session","id":"ses-9"}`)
+	responded.ResponseID = "resp-2"
+	responded.ResolvedAt = ptr(at(74))
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		wantOK(t, "UpdateAsk", tx.UpdateAsk(ctx, &responded))
+		got, err := tx.GetAsk(ctx, minimal.ID)
+		if err != nil {
+			t.Fatalf("GetAsk in the writing Update: %v", err)
+		}
+		check(t, "GetAsk in the writing Update", *got, storedAsk(responded))
+		missing := *minimal
+		missing.ID = "ask-missing"
+		wantErr(t, "UpdateAsk(missing)", tx.UpdateAsk(ctx, &missing), store.ErrNotFound)
+		// The transaction goes on after ErrNotFound.
+		wantOK(t, "InsertAsk after ErrNotFound", tx.InsertAsk(ctx, newAsk("ask-4", "turn-1", "pending", 75)))
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		got, err := tx.GetAsk(ctx, minimal.ID)
+		if err != nil {
+			t.Fatalf("GetAsk: %v", err)
+		}
+		check(t, "updated Ask", *got, storedAsk(responded))
+		got, err = tx.GetAsk(ctx, full.ID)
+		if err != nil {
+			t.Fatalf("GetAsk: %v", err)
+		}
+		check(t, "other Ask", *got, storedAsk(*full))
+		_, err = tx.GetAsk(ctx, "ask-missing")
+		wantErr(t, "GetAsk(refused update)", err, store.ErrNotFound)
+		if _, err := tx.GetAsk(ctx, "ask-4"); err != nil {
+			t.Errorf("GetAsk(ask-4) written after ErrNotFound: %v", err)
+		}
+		return nil
+	})
+	// JSON and times go back to nil.
+	cleared := responded
+	cleared.Status, cleared.Answer, cleared.RespondedBy, cleared.ResponseID, cleared.ResolvedAt = "cancelled", nil, nil, "", nil
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		wantOK(t, "UpdateAsk(cleared)", tx.UpdateAsk(ctx, &cleared))
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		got, err := tx.GetAsk(ctx, minimal.ID)
+		if err != nil {
+			t.Fatalf("GetAsk: %v", err)
+		}
+		check(t, "cleared Ask", *got, storedAsk(cleared))
+		return nil
+	})
+}
+
+func testListAsks(t *testing.T, s store.Store) {
+	// IDs sort by creation; inserted out of order.
+	asks := []*store.Ask{
+		newAsk("ask-1", "turn-1", "responded", 1),
+		newAsk("ask-2", "turn-1", "pending", 2),
+		newAsk("ask-3", "turn-2", "pending", 3),
+		newAsk("ask-4", "turn-1", "cancelled", 4),
+		newAsk("ask-5", "turn-1", "pending", 5),
+		newAsk("ask-6", "turn-1", "pending", 6),
+	}
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, i := range []int{4, 0, 2, 5, 1, 3} {
+			wantOK(t, "InsertAsk", tx.InsertAsk(ctx, asks[i]))
+		}
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, c := range []struct {
+			turn, after string
+			limit       int
+			want        []string
+		}{
+			{"turn-1", "", 100, []string{"ask-1", "ask-2", "ask-4", "ask-5", "ask-6"}},
+			{"turn-1", "", 2, []string{"ask-1", "ask-2"}},
+			{"turn-1", "ask-2", 2, []string{"ask-4", "ask-5"}},
+			{"turn-1", "ask-3", 100, []string{"ask-4", "ask-5", "ask-6"}},
+			{"turn-1", "ask-6", 100, nil},
+			{"turn-2", "", 100, []string{"ask-3"}},
+			{"turn-none", "", 100, nil},
+		} {
+			as, err := tx.ListAsks(ctx, c.turn, c.after, c.limit)
+			if err != nil {
+				t.Errorf("ListAsks(%s, %q, %d): %v", c.turn, c.after, c.limit, err)
+				continue
+			}
+			checkIDs(t, fmt.Sprintf("ListAsks(%s, %q, %d)", c.turn, c.after, c.limit), askIDs(as), c.want)
+		}
+		as, err := tx.ListAsks(ctx, "turn-1", "ask-1", 1)
+		if err != nil || len(as) != 1 {
+			t.Fatalf("ListAsks = %v, %v", as, err)
+		}
+		check(t, "listed Ask", as[0], storedAsk(*asks[1]))
+
+		as, err = tx.PendingAsks(ctx, "turn-1")
+		if err != nil {
+			t.Fatalf("PendingAsks: %v", err)
+		}
+		checkIDs(t, "PendingAsks(turn-1)", askIDs(as), []string{"ask-2", "ask-5", "ask-6"})
+		if len(as) > 0 {
+			check(t, "pending Ask", as[0], storedAsk(*asks[1]))
+		}
+		as, err = tx.PendingAsks(ctx, "turn-2")
+		if err != nil {
+			t.Fatalf("PendingAsks: %v", err)
+		}
+		checkIDs(t, "PendingAsks(turn-2)", askIDs(as), []string{"ask-3"})
+		as, err = tx.PendingAsks(ctx, "turn-none")
+		if err != nil {
+			t.Fatalf("PendingAsks: %v", err)
+		}
+		checkIDs(t, "PendingAsks(turn-none)", askIDs(as), nil)
+		return nil
+	})
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		a, err := tx.GetAsk(ctx, "ask-5")
+		if err != nil {
+			t.Fatalf("GetAsk: %v", err)
+		}
+		a.Status, a.Answer, a.ResolvedAt = "responded", raw(`"ok"`), ptr(at(9))
+		wantOK(t, "UpdateAsk", tx.UpdateAsk(ctx, a))
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		as, err := tx.PendingAsks(ctx, "turn-1")
+		if err != nil {
+			t.Fatalf("PendingAsks: %v", err)
+		}
+		checkIDs(t, "PendingAsks(turn-1) after a response", askIDs(as), []string{"ask-2", "ask-6"})
+		as, err = tx.ListAsks(ctx, "turn-1", "ask-4", 1)
+		if err != nil || len(as) != 1 || as[0].Status != "responded" || string(as[0].Answer) != `"ok"` {
+			t.Errorf("ListAsks after a response = %+v, %v", as, err)
+		}
+		return nil
+	})
+}
+
+// --- tokens ---
+
+func storedToken(tk store.Token) store.Token {
+	tk.CreatedAt = stored(tk.CreatedAt)
+	tk.ExpiresAt = storedPtr(tk.ExpiresAt)
+	tk.ResolvedAt = storedPtr(tk.ResolvedAt)
+	return tk
+}
+
+func tokenIDs(ts []store.Token) []string {
+	ids := []string{}
+	for _, tk := range ts {
+		ids = append(ids, tk.ID)
+	}
+	return ids
+}
+
+func newToken(id, sessionID, status, key string, n int) *store.Token {
+	return &store.Token{ID: id, SessionID: sessionID, TurnID: "turn-1", Status: status,
+		SecretHash: "sha256:" + id, IdempotencyKey: key, CreatedAt: at(n)}
+}
+
+func testTokens(t *testing.T, s store.Store) {
+	full := &store.Token{
+		ID:             "tok-1",
+		SessionID:      "ses-1",
+		TurnID:         "turn-1",
+		Status:         "completed",
+		Tags:           raw(`["approval","ünïcode"]`),
+		Metadata:       raw(`{"order":{"id":42,"lines":[1,2.5,"x"]}}`),
+		Data:           raw(`{"approved":true,"by":"u-1"}`),
+		SecretHash:     "sha256:abcd",
+		IdempotencyKey: "approve-42",
+		CreatedAt:      at(80),
+		ExpiresAt:      ptr(at(90)),
+		ResolvedAt:     ptr(at(81)),
+	}
+	// Nil JSON and nil times stay nil.
+	minimal := &store.Token{ID: "tok-2", SessionID: "ses-1", Status: "pending", CreatedAt: at(82)}
+	// JSON null and empty values are not nil.
+	empties := &store.Token{ID: "tok-3", SessionID: "ses-1", TurnID: "turn-1", Status: "pending",
+		Tags: raw(`[]`), Metadata: raw(`{}`), Data: raw(`null`), CreatedAt: at(83)}
+	all := []*store.Token{full, minimal, empties}
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, tk := range all {
+			wantOK(t, "InsertToken("+tk.ID+")", tx.InsertToken(ctx, tk))
+		}
+		// Tokens without a key never collide.
+		wantOK(t, "InsertToken(no key)", tx.InsertToken(ctx, newToken("tok-4", "ses-1", "pending", "", 84)))
+		// The same key in another Session is another Token.
+		wantOK(t, "InsertToken(same key, other Session)", tx.InsertToken(ctx, newToken("tok-5", "ses-2", "pending", full.IdempotencyKey, 85)))
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, want := range all {
+			got, err := tx.GetToken(ctx, want.ID)
+			if err != nil {
+				t.Errorf("GetToken(%s): %v", want.ID, err)
+				continue
+			}
+			check(t, "GetToken("+want.ID+")", *got, storedToken(*want))
+		}
+		_, err := tx.GetToken(ctx, "tok-missing")
+		wantErr(t, "GetToken(missing)", err, store.ErrNotFound)
+
+		got, err := tx.GetTokenByKey(ctx, "ses-1", full.IdempotencyKey)
+		if err != nil {
+			t.Fatalf("GetTokenByKey: %v", err)
+		}
+		check(t, "GetTokenByKey", *got, storedToken(*full))
+		got, err = tx.GetTokenByKey(ctx, "ses-2", full.IdempotencyKey)
+		if err != nil || got.ID != "tok-5" {
+			t.Errorf("GetTokenByKey(ses-2) = %+v, %v; want tok-5", got, err)
+		}
+		_, err = tx.GetTokenByKey(ctx, "ses-3", full.IdempotencyKey)
+		wantErr(t, "GetTokenByKey(other Session)", err, store.ErrNotFound)
+		_, err = tx.GetTokenByKey(ctx, "ses-1", "other")
+		wantErr(t, "GetTokenByKey(other key)", err, store.ErrNotFound)
+		_, err = tx.GetTokenByKey(ctx, "ses-1", "")
+		wantErr(t, "GetTokenByKey(empty key)", err, store.ErrNotFound)
+		return nil
+	})
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		wantErr(t, "InsertToken(same Session and key)", tx.InsertToken(ctx, newToken("tok-6", "ses-1", "pending", full.IdempotencyKey, 86)), store.ErrDuplicate)
+		// Insert, and on ErrDuplicate read the existing Token, in one Update.
+		got, err := tx.GetTokenByKey(ctx, "ses-1", full.IdempotencyKey)
+		if err != nil || got.ID != full.ID {
+			t.Errorf("GetTokenByKey after ErrDuplicate = %+v, %v; want %s", got, err, full.ID)
+		}
+		dup := *minimal
+		dup.ID = full.ID
+		dup.IdempotencyKey = "fresh"
+		wantErr(t, "InsertToken(same id)", tx.InsertToken(ctx, &dup), store.ErrDuplicate)
+		wantOK(t, "InsertToken after errors", tx.InsertToken(ctx, newToken("tok-7", "ses-1", "pending", "k7", 87)))
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		_, err := tx.GetToken(ctx, "tok-6")
+		wantErr(t, "GetToken(refused duplicate key)", err, store.ErrNotFound)
+		_, err = tx.GetTokenByKey(ctx, "ses-1", "fresh")
+		wantErr(t, "GetTokenByKey(refused duplicate id)", err, store.ErrNotFound)
+		got, err := tx.GetToken(ctx, full.ID)
+		if err != nil {
+			t.Fatalf("GetToken: %v", err)
+		}
+		check(t, "GetToken after refused duplicates", *got, storedToken(*full))
+		got, err = tx.GetTokenByKey(ctx, "ses-1", "k7")
+		if err != nil || got.ID != "tok-7" {
+			t.Errorf("GetTokenByKey(k7) = %+v, %v", got, err)
+		}
+		return nil
+	})
+	// pending → completed with every mutable field set.
+	completed := *minimal
+	completed.Status = "completed"
+	completed.Tags = raw(`["late"]`)
+	completed.Metadata = raw(`{"m":1}`)
+	completed.Data = raw(`{"result":[1,2,3]}`)
+	completed.ExpiresAt = ptr(at(99))
+	completed.ResolvedAt = ptr(at(88))
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		wantOK(t, "UpdateToken", tx.UpdateToken(ctx, &completed))
+		got, err := tx.GetToken(ctx, minimal.ID)
+		if err != nil {
+			t.Fatalf("GetToken in the writing Update: %v", err)
+		}
+		check(t, "GetToken in the writing Update", *got, storedToken(completed))
+		missing := *minimal
+		missing.ID = "tok-missing"
+		wantErr(t, "UpdateToken(missing)", tx.UpdateToken(ctx, &missing), store.ErrNotFound)
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		got, err := tx.GetToken(ctx, minimal.ID)
+		if err != nil {
+			t.Fatalf("GetToken: %v", err)
+		}
+		check(t, "updated Token", *got, storedToken(completed))
+		got, err = tx.GetToken(ctx, empties.ID)
+		if err != nil {
+			t.Fatalf("GetToken: %v", err)
+		}
+		check(t, "other Token", *got, storedToken(*empties))
+		_, err = tx.GetToken(ctx, "tok-missing")
+		wantErr(t, "GetToken(refused update)", err, store.ErrNotFound)
+		return nil
+	})
+	// JSON and times go back to nil.
+	cleared := *full
+	cleared.Status, cleared.Tags, cleared.Metadata, cleared.Data, cleared.ExpiresAt, cleared.ResolvedAt = "cancelled", nil, nil, nil, nil, nil
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		wantOK(t, "UpdateToken(cleared)", tx.UpdateToken(ctx, &cleared))
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		got, err := tx.GetToken(ctx, full.ID)
+		if err != nil {
+			t.Fatalf("GetToken: %v", err)
+		}
+		check(t, "cleared Token", *got, storedToken(cleared))
+		// The key still finds it.
+		got, err = tx.GetTokenByKey(ctx, "ses-1", full.IdempotencyKey)
+		if err != nil || got.ID != full.ID {
+			t.Errorf("GetTokenByKey after UpdateToken = %+v, %v", got, err)
+		}
+		return nil
+	})
+}
+
+func testExpiringTokens(t *testing.T, s store.Store) {
+	withExpiry := func(tk *store.Token, n int) *store.Token {
+		tk.ExpiresAt = ptr(at(n))
+		return tk
+	}
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, tk := range []*store.Token{
+			withExpiry(newToken("tok-1", "ses-1", "pending", "", 1), 30),
+			withExpiry(newToken("tok-2", "ses-2", "pending", "k", 2), 10),
+			newToken("tok-3", "ses-1", "pending", "", 3), // no expiry
+			withExpiry(newToken("tok-4", "ses-1", "completed", "", 4), 5),
+			withExpiry(newToken("tok-5", "ses-1", "expired", "", 5), 6),
+			withExpiry(newToken("tok-6", "ses-3", "pending", "", 6), 20),
+			withExpiry(newToken("tok-7", "ses-1", "cancelled", "", 7), 7),
+			// Same expiry as tok-6: ties go by ID.
+			withExpiry(newToken("tok-0", "ses-1", "pending", "", 8), 20),
+		} {
+			wantOK(t, "InsertToken("+tk.ID+")", tx.InsertToken(ctx, tk))
+		}
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		ts, err := tx.ExpiringTokens(ctx)
+		if err != nil {
+			t.Fatalf("ExpiringTokens: %v", err)
+		}
+		checkIDs(t, "ExpiringTokens", tokenIDs(ts), []string{"tok-2", "tok-0", "tok-6", "tok-1"})
+		if len(ts) > 0 {
+			check(t, "expiring Token", ts[0], storedToken(*withExpiry(newToken("tok-2", "ses-2", "pending", "k", 2), 10)))
+		}
+		return nil
+	})
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for id, f := range map[string]func(*store.Token){
+			"tok-2": func(tk *store.Token) { tk.Status, tk.ResolvedAt = "expired", ptr(at(10)) },
+			"tok-6": func(tk *store.Token) { tk.Status, tk.Data, tk.ResolvedAt = "completed", raw(`{}`), ptr(at(11)) },
+			"tok-1": func(tk *store.Token) { tk.ExpiresAt = ptr(at(1)) },  // sooner
+			"tok-3": func(tk *store.Token) { tk.ExpiresAt = ptr(at(25)) }, // gains an expiry
+			"tok-0": func(tk *store.Token) { tk.ExpiresAt = nil },         // loses it
+		} {
+			tk, err := tx.GetToken(ctx, id)
+			if err != nil {
+				t.Fatalf("GetToken(%s): %v", id, err)
+			}
+			f(tk)
+			wantOK(t, "UpdateToken("+id+")", tx.UpdateToken(ctx, tk))
+		}
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		ts, err := tx.ExpiringTokens(ctx)
+		if err != nil {
+			t.Fatalf("ExpiringTokens: %v", err)
+		}
+		checkIDs(t, "ExpiringTokens after updates", tokenIDs(ts), []string{"tok-1", "tok-3"})
+		return nil
+	})
+}
+
+// --- waits ---
+
+func storedWait(w store.Wait) store.Wait {
+	w.Deadline = storedPtr(w.Deadline)
+	w.CreatedAt = stored(w.CreatedAt)
+	w.ResolvedAt = storedPtr(w.ResolvedAt)
+	return w
+}
+
+func waitIDs(ws []store.Wait) []string {
+	ids := []string{}
+	for _, w := range ws {
+		ids = append(ids, w.ID)
+	}
+	return ids
+}
+
+func testWaits(t *testing.T, s store.Store) {
+	timer := &store.Wait{ID: "wait-1", SessionID: "ses-1", TurnID: "turn-1", Kind: "timer", Status: "waiting",
+		Deadline: ptr(at(100)), CreatedAt: at(90)}
+	// Durations keep every microsecond, up to long ones.
+	token := &store.Wait{ID: "wait-2", SessionID: "ses-1", TurnID: "turn-1", Kind: "token", TargetID: "tok-1", Status: "waiting",
+		Deadline: ptr(at(200)), IdleTimeout: 90*time.Second + 123456*time.Microsecond, CreatedAt: at(91)}
+	resolved := &store.Wait{ID: "wait-3", SessionID: "ses-2", TurnID: "turn-2", Kind: "ask", TargetID: "ask-1", Status: "resolved",
+		IdleTimeout: 400 * 24 * time.Hour, Outcome: raw(`{"kind":"answered","answer":{"a":[1,"ü"]}}`), CreatedAt: at(92), ResolvedAt: ptr(at(93))}
+	// JSON null is not nil; a microsecond is kept.
+	empties := &store.Wait{ID: "wait-4", SessionID: "ses-2", TurnID: "turn-2", Kind: "ask", TargetID: "ask-2", Status: "resolved",
+		IdleTimeout: time.Microsecond, Outcome: raw(`null`), CreatedAt: at(94), ResolvedAt: ptr(at(95))}
+	all := []*store.Wait{timer, token, resolved, empties}
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, w := range all {
+			wantOK(t, "InsertWait("+w.ID+")", tx.InsertWait(ctx, w))
+		}
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, want := range all {
+			got, err := tx.GetWait(ctx, want.ID)
+			if err != nil {
+				t.Errorf("GetWait(%s): %v", want.ID, err)
+				continue
+			}
+			check(t, "GetWait("+want.ID+")", *got, storedWait(*want))
+		}
+		_, err := tx.GetWait(ctx, "wait-missing")
+		wantErr(t, "GetWait(missing)", err, store.ErrNotFound)
+		return nil
+	})
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		dup := *resolved
+		dup.ID = timer.ID
+		wantErr(t, "InsertWait(same id)", tx.InsertWait(ctx, &dup), store.ErrDuplicate)
+		got, err := tx.GetWait(ctx, timer.ID)
+		if err != nil {
+			t.Fatalf("GetWait after ErrDuplicate: %v", err)
+		}
+		check(t, "GetWait after refused duplicate", *got, storedWait(*timer))
+		return nil
+	})
+	// waiting → resolved with every mutable field set.
+	done := *token
+	done.Status = "resolved"
+	done.Deadline = ptr(at(150))
+	done.IdleTimeout = 5*time.Minute + time.Microsecond
+	done.Outcome = raw(`{"kind":"completed","data":{"ok":true}}`)
+	done.ResolvedAt = ptr(at(96))
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		wantOK(t, "UpdateWait", tx.UpdateWait(ctx, &done))
+		got, err := tx.GetWait(ctx, token.ID)
+		if err != nil {
+			t.Fatalf("GetWait in the writing Update: %v", err)
+		}
+		check(t, "GetWait in the writing Update", *got, storedWait(done))
+		missing := *token
+		missing.ID = "wait-missing"
+		wantErr(t, "UpdateWait(missing)", tx.UpdateWait(ctx, &missing), store.ErrNotFound)
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		got, err := tx.GetWait(ctx, token.ID)
+		if err != nil {
+			t.Fatalf("GetWait: %v", err)
+		}
+		check(t, "updated Wait", *got, storedWait(done))
+		got, err = tx.GetWait(ctx, timer.ID)
+		if err != nil {
+			t.Fatalf("GetWait: %v", err)
+		}
+		check(t, "other Wait", *got, storedWait(*timer))
+		_, err = tx.GetWait(ctx, "wait-missing")
+		wantErr(t, "GetWait(refused update)", err, store.ErrNotFound)
+		return nil
+	})
+	// Times, the duration and JSON go back to zero and nil.
+	cleared := done
+	cleared.Status, cleared.Deadline, cleared.IdleTimeout, cleared.Outcome, cleared.ResolvedAt = "waiting", nil, 0, nil, nil
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		wantOK(t, "UpdateWait(cleared)", tx.UpdateWait(ctx, &cleared))
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		got, err := tx.GetWait(ctx, token.ID)
+		if err != nil {
+			t.Fatalf("GetWait: %v", err)
+		}
+		check(t, "cleared Wait", *got, storedWait(cleared))
+		return nil
+	})
+}
+
+func testOpenWaits(t *testing.T, s store.Store) {
+	// IDs deliberately sort against creation time: order is oldest first.
+	type row struct {
+		id, session, kind, target, status string
+		at                                int
+	}
+	rows := []row{
+		{"wait-9", "ses-1", "timer", "", "waiting", 1},
+		{"wait-8", "ses-2", "token", "tok-1", "waiting", 2},
+		{"wait-7", "ses-1", "token", "tok-1", "resolved", 3},
+		{"wait-6", "ses-1", "token", "tok-1", "waiting", 4},
+		{"wait-5", "ses-3", "ask", "ask-1", "waiting", 5},
+		{"wait-4", "ses-1", "ask", "ask-1", "resolved", 6},
+		{"wait-3", "ses-2", "timer", "", "waiting", 7},
+		{"wait-2", "ses-1", "token", "tok-2", "waiting", 8},
+	}
+	newWait := func(r row) *store.Wait {
+		w := &store.Wait{ID: r.id, SessionID: r.session, TurnID: "turn-" + r.session, Kind: r.kind, TargetID: r.target,
+			Status: r.status, Deadline: ptr(at(100 - r.at)), IdleTimeout: time.Duration(r.at) * time.Second, CreatedAt: at(r.at)}
+		if r.status == "resolved" {
+			w.Outcome, w.ResolvedAt = raw(`{"kind":"x"}`), ptr(at(50))
+		}
+		return w
+	}
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, i := range []int{3, 7, 0, 5, 1, 6, 2, 4} {
+			wantOK(t, "InsertWait("+rows[i].id+")", tx.InsertWait(ctx, newWait(rows[i])))
+		}
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, c := range []struct {
+			session string
+			want    []string
+		}{
+			{"ses-1", []string{"wait-9", "wait-6", "wait-2"}},
+			{"ses-2", []string{"wait-8", "wait-3"}},
+			{"ses-3", []string{"wait-5"}},
+			{"ses-none", nil},
+			{"", []string{"wait-9", "wait-8", "wait-6", "wait-5", "wait-3", "wait-2"}},
+		} {
+			ws, err := tx.OpenWaits(ctx, c.session)
+			if err != nil {
+				t.Errorf("OpenWaits(%q): %v", c.session, err)
+				continue
+			}
+			checkIDs(t, fmt.Sprintf("OpenWaits(%q)", c.session), waitIDs(ws), c.want)
+		}
+		for _, c := range []struct {
+			target string
+			want   []string
+		}{
+			{"tok-1", []string{"wait-8", "wait-6"}},
+			{"tok-2", []string{"wait-2"}},
+			{"ask-1", []string{"wait-5"}},
+			{"tok-none", nil},
+		} {
+			ws, err := tx.WaitsOn(ctx, c.target)
+			if err != nil {
+				t.Errorf("WaitsOn(%s): %v", c.target, err)
+				continue
+			}
+			checkIDs(t, "WaitsOn("+c.target+")", waitIDs(ws), c.want)
+		}
+		// Listed rows carry every field.
+		ws, err := tx.OpenWaits(ctx, "ses-2")
+		if err != nil || len(ws) == 0 {
+			t.Fatalf("OpenWaits(ses-2) = %v, %v", ws, err)
+		}
+		check(t, "open Wait", ws[0], storedWait(*newWait(rows[1])))
+		ws, err = tx.WaitsOn(ctx, "ask-1")
+		if err != nil || len(ws) == 0 {
+			t.Fatalf("WaitsOn(ask-1) = %v, %v", ws, err)
+		}
+		check(t, "Wait on ask-1", ws[0], storedWait(*newWait(rows[4])))
+		return nil
+	})
+	// A resolved wait is no longer open, nor waiting on its target.
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		w, err := tx.GetWait(ctx, "wait-6")
+		if err != nil {
+			t.Fatalf("GetWait: %v", err)
+		}
+		w.Status, w.Outcome, w.ResolvedAt = "resolved", raw(`{"kind":"completed"}`), ptr(at(60))
+		wantOK(t, "UpdateWait", tx.UpdateWait(ctx, w))
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		ws, err := tx.OpenWaits(ctx, "ses-1")
+		if err != nil {
+			t.Fatalf("OpenWaits: %v", err)
+		}
+		checkIDs(t, "OpenWaits(ses-1) after resolving", waitIDs(ws), []string{"wait-9", "wait-2"})
+		ws, err = tx.OpenWaits(ctx, "")
+		if err != nil {
+			t.Fatalf("OpenWaits: %v", err)
+		}
+		checkIDs(t, "OpenWaits(\"\") after resolving", waitIDs(ws), []string{"wait-9", "wait-8", "wait-5", "wait-3", "wait-2"})
+		ws, err = tx.WaitsOn(ctx, "tok-1")
+		if err != nil {
+			t.Fatalf("WaitsOn: %v", err)
+		}
+		checkIDs(t, "WaitsOn(tok-1) after resolving", waitIDs(ws), []string{"wait-8"})
+		return nil
+	})
+}
+
 // --- transactions ---
 
 // fixture is one row in every table, to see whether later writes change them.
@@ -1256,6 +2036,11 @@ func insertFixture(t *testing.T, s store.Store) {
 		wantOK(t, "InsertMessage", tx.InsertMessage(ctx, &store.Message{ID: "msg-1", SessionID: "ses-1", TurnID: "turn-1",
 			Content: raw(`[]`), Source: raw(`{}`), Status: "admitted", CreatedAt: at(1)}))
 		wantOK(t, "AppendEvent", tx.AppendEvent(ctx, &store.Event{SessionID: "ses-1", Kind: "session.created", CreatedAt: at(1)}))
+		wantOK(t, "PutProcess", tx.PutProcess(ctx, &store.Process{SessionID: "ses-1", LaunchID: "launch-1", PID: 10, LaunchedAt: at(1)}))
+		wantOK(t, "InsertAsk", tx.InsertAsk(ctx, newAsk("ask-1", "turn-1", "pending", 1)))
+		wantOK(t, "InsertToken", tx.InsertToken(ctx, newToken("tok-1", "ses-1", "pending", "k1", 1)))
+		wantOK(t, "InsertWait", tx.InsertWait(ctx, &store.Wait{ID: "wait-1", SessionID: "ses-1", TurnID: "turn-1", Kind: "token",
+			TargetID: "tok-1", Status: "waiting", CreatedAt: at(1)}))
 		return nil
 	})
 }
@@ -1282,6 +2067,20 @@ func writeEverything(ctx context.Context, tx store.Tx) []error {
 	add(tx.AppendEvent(ctx, &store.Event{SessionID: "ses-1", Kind: "x", CreatedAt: at(9)}))
 	add(tx.AppendEvent(ctx, &store.Event{SessionID: "ses-9", Kind: "x", CreatedAt: at(9)}))
 	add(tx.InsertIdempotency(ctx, &store.Idempotency{Scope: "s", Key: "k", Digest: "d", Response: raw(`{}`), CreatedAt: at(9)}))
+	add(tx.PutProcess(ctx, &store.Process{SessionID: "ses-9", LaunchID: "launch-9", PID: 9, LaunchedAt: at(9)}))
+	add(tx.DeleteProcess(ctx, "ses-1", "launch-1"))
+	add(tx.InsertAsk(ctx, newAsk("ask-9", "turn-1", "pending", 9)))
+	responded := newAsk("ask-1", "turn-1", "responded", 1)
+	responded.Answer, responded.ResolvedAt = raw(`"yes"`), ptr(at(9))
+	add(tx.UpdateAsk(ctx, responded))
+	add(tx.InsertToken(ctx, newToken("tok-9", "ses-1", "pending", "k9", 9)))
+	completed := newToken("tok-1", "ses-1", "completed", "k1", 1)
+	completed.Data, completed.ResolvedAt = raw(`{}`), ptr(at(9))
+	add(tx.UpdateToken(ctx, completed))
+	add(tx.InsertWait(ctx, &store.Wait{ID: "wait-9", SessionID: "ses-1", TurnID: "turn-1", Kind: "timer", Status: "waiting",
+		Deadline: ptr(at(10)), CreatedAt: at(9)}))
+	add(tx.UpdateWait(ctx, &store.Wait{ID: "wait-1", SessionID: "ses-1", TurnID: "turn-1", Kind: "token",
+		TargetID: "tok-1", Status: "resolved", Outcome: raw(`{}`), CreatedAt: at(1), ResolvedAt: ptr(at(9))}))
 	return errs
 }
 
@@ -1322,6 +2121,26 @@ func checkFixtureOnly(t *testing.T, s store.Store) {
 		}
 		_, err = tx.GetIdempotency(ctx, "s", "k")
 		wantErr(t, "GetIdempotency", err, store.ErrNotFound)
+		_, err = tx.GetProcess(ctx, "ses-9")
+		wantErr(t, "GetProcess(ses-9)", err, store.ErrNotFound)
+		if p, err := tx.GetProcess(ctx, "ses-1"); err != nil || p.LaunchID != "launch-1" {
+			t.Errorf("GetProcess(ses-1) = %+v, %v; want launch-1", p, err)
+		}
+		_, err = tx.GetAsk(ctx, "ask-9")
+		wantErr(t, "GetAsk(ask-9)", err, store.ErrNotFound)
+		if a, err := tx.GetAsk(ctx, "ask-1"); err != nil || a.Status != "pending" || a.Answer != nil {
+			t.Errorf("GetAsk(ask-1) = %+v, %v; want status pending", a, err)
+		}
+		_, err = tx.GetToken(ctx, "tok-9")
+		wantErr(t, "GetToken(tok-9)", err, store.ErrNotFound)
+		if tk, err := tx.GetToken(ctx, "tok-1"); err != nil || tk.Status != "pending" || tk.Data != nil {
+			t.Errorf("GetToken(tok-1) = %+v, %v; want status pending", tk, err)
+		}
+		_, err = tx.GetWait(ctx, "wait-9")
+		wantErr(t, "GetWait(wait-9)", err, store.ErrNotFound)
+		if w, err := tx.GetWait(ctx, "wait-1"); err != nil || w.Status != "waiting" || w.Outcome != nil {
+			t.Errorf("GetWait(wait-1) = %+v, %v; want status waiting", w, err)
+		}
 		return nil
 	})
 }
