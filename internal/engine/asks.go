@@ -81,6 +81,7 @@ func (e *Engine) Ask(ctx context.Context, sessionID, turnID string, op int64, id
 				Details: map[string]any{"used": t.OutputBytes, "size": len(raw)}}
 		}
 		t.OutputBytes += int64(len(raw))
+		t.Waited = true
 		if err := tx.UpdateTurn(ctx, t); err != nil {
 			return err
 		}

@@ -290,8 +290,10 @@ func (e *Engine) settleTx(ctx context.Context, tx store.Tx, t *store.Turn, st Se
 		return nil, err
 	}
 	// Its waits end with it, and its pending questions are withdrawn.
-	if err := e.endTurnWaitsTx(ctx, tx, t, now); err != nil {
-		return nil, err
+	if t.Waited {
+		if err := e.endTurnWaitsTx(ctx, tx, t, now); err != nil {
+			return nil, err
+		}
 	}
 	msgs, err := tx.PendingMessages(ctx, t.ID)
 	if err != nil {

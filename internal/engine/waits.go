@@ -100,6 +100,7 @@ func (e *Engine) StartWait(ctx context.Context, sessionID, turnID string, op int
 		if _, err := opRepeat(t, op); err != nil {
 			return err
 		}
+		t.Waited = true
 		now := e.Now()
 		nw := &store.Wait{ID: req.ID, SessionID: sessionID, TurnID: turnID, Kind: req.Kind, TargetID: req.TargetID,
 			Status: waitWaiting, IdleTimeout: idle, CreatedAt: now}

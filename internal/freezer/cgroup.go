@@ -152,7 +152,10 @@ func (f *cgroupFreezer) Attach(ctx context.Context, name string, pid, pgid int) 
 	}
 	// Sweep the group for children forked before the move. A member not yet
 	// moved may fork again, so repeat until a pass finds nobody outside.
-	for pass := 0; ; pass++ {
+	// The sweep reads every process's stat, so it is skipped when pid has
+	// no children (the usual case: Attach before the process runs user
+	// code).
+	for pass := 0; mayHaveChildren(pid); pass++ {
 		if err := ctx.Err(); err != nil {
 			return h, nil // pid itself is in; the sweep is best effort
 		}

@@ -78,6 +78,22 @@ func checkTarget(pid, pgid int) (session int, err error) {
 	return st.session, nil
 }
 
+// mayHaveChildren reports whether any thread of pid has children, from
+// /proc/PID/task/TID/children; true when the kernel does not say.
+func mayHaveChildren(pid int) bool {
+	files, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	if err != nil || len(files) == 0 {
+		return true
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil || len(strings.TrimSpace(string(b))) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // groupMembers lists the processes (thread group IDs) in process group pgid.
 // foreign reports whether any of them is outside session sid, which means
 // pgid no longer names the tree that was attached.

@@ -268,6 +268,9 @@ type Turn struct {
 	ErrorMessage   string
 	OutputBytes    int64
 	LastOp         int64
+	// Waited is set once the Turn asked a question or started a wait, so
+	// that settling a Turn that never did skips looking for them.
+	Waited bool
 }
 
 // Message is a message sent to one exact Turn.

@@ -374,13 +374,13 @@ func (t *tx) SessionsWithWork(ctx context.Context) ([]string, error) {
 }
 
 const turnCols = `id, session_id, sequence, status, input, source, created_at, started_at, terminal_at,
- result, response, response_staged, error_code, error_message, output_bytes, last_op`
+ result, response, response_staged, error_code, error_message, output_bytes, last_op, waited`
 
 func scanTurn(row pgx.Row) (*store.Turn, error) {
 	var t store.Turn
 	var input, source, result, response []byte
 	if err := row.Scan(&t.ID, &t.SessionID, &t.Sequence, &t.Status, &input, &source, &t.CreatedAt, &t.StartedAt, &t.TerminalAt,
-		&result, &response, &t.ResponseStaged, &t.ErrorCode, &t.ErrorMessage, &t.OutputBytes, &t.LastOp); err != nil {
+		&result, &response, &t.ResponseStaged, &t.ErrorCode, &t.ErrorMessage, &t.OutputBytes, &t.LastOp, &t.Waited); err != nil {
 		return nil, err
 	}
 	t.Input, t.Source, t.Result, t.Response = raw(input), raw(source), raw(result), raw(response)
@@ -391,10 +391,10 @@ func scanTurn(row pgx.Row) (*store.Turn, error) {
 }
 
 func (t *tx) InsertTurn(ctx context.Context, tr *store.Turn) error {
-	return t.insert(ctx, []string{tr.SessionID}, `INSERT INTO turns(`+turnCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
+	return t.insert(ctx, []string{tr.SessionID}, `INSERT INTO turns(`+turnCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
 		tr.ID, tr.SessionID, tr.Sequence, tr.Status, blob(tr.Input), blob(tr.Source), tr.CreatedAt,
 		tr.StartedAt, tr.TerminalAt, blob(tr.Result), blob(tr.Response), tr.ResponseStaged,
-		tr.ErrorCode, tr.ErrorMessage, tr.OutputBytes, tr.LastOp)
+		tr.ErrorCode, tr.ErrorMessage, tr.OutputBytes, tr.LastOp, tr.Waited)
 }
 
 func (t *tx) queryTurns(ctx context.Context, key string, q string, args ...any) ([]store.Turn, error) {
@@ -425,9 +425,9 @@ func (t *tx) GetTurn(ctx context.Context, sessionID, turnID string) (*store.Turn
 
 func (t *tx) UpdateTurn(ctx context.Context, tr *store.Turn) error {
 	return t.exec(ctx, tr.SessionID, `UPDATE turns SET status = $1, started_at = $2, terminal_at = $3, result = $4, response = $5,
- response_staged = $6, error_code = $7, error_message = $8, output_bytes = $9, last_op = $10 WHERE session_id = $11 AND sequence = $12`,
+ response_staged = $6, error_code = $7, error_message = $8, output_bytes = $9, last_op = $10, waited = $11 WHERE session_id = $12 AND sequence = $13`,
 		tr.Status, tr.StartedAt, tr.TerminalAt, blob(tr.Result), blob(tr.Response),
-		tr.ResponseStaged, tr.ErrorCode, tr.ErrorMessage, tr.OutputBytes, tr.LastOp, tr.SessionID, tr.Sequence)
+		tr.ResponseStaged, tr.ErrorCode, tr.ErrorMessage, tr.OutputBytes, tr.LastOp, tr.Waited, tr.SessionID, tr.Sequence)
 }
 
 func (t *tx) ListTurns(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]store.Turn, error) {

@@ -733,6 +733,7 @@ func testTurns(t *testing.T, s store.Store) {
 		ErrorMessage:   "it broke: \"quoted\" and ünïcode",
 		OutputBytes:    123456,
 		LastOp:         77,
+		Waited:         true,
 	}
 	// Nil JSON and nil times stay nil.
 	minimal := &store.Turn{ID: "turn-2", SessionID: "ses-1", Sequence: 2, Status: "queued", CreatedAt: at(13)}
@@ -798,6 +799,7 @@ func testUpdateTurn(t *testing.T, s store.Store) {
 	running.Response = raw(`[{"type":"text","text":"draft"}]`)
 	running.OutputBytes = 10
 	running.LastOp = 3
+	running.Waited = false
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
 		wantOK(t, "UpdateTurn(running)", tx.UpdateTurn(ctx, &running))
 		got, err := tx.GetTurn(ctx, tr.SessionID, tr.ID)
@@ -817,6 +819,7 @@ func testUpdateTurn(t *testing.T, s store.Store) {
 	done.ErrorMessage = "took too long"
 	done.OutputBytes = 1 << 40
 	done.LastOp = 1 << 33
+	done.Waited = true
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
 		wantOK(t, "UpdateTurn(failed)", tx.UpdateTurn(ctx, &done))
 		return nil

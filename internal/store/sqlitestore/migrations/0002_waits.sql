@@ -60,3 +60,5 @@ CREATE TABLE waits (
 );
 CREATE INDEX waits_open ON waits(session_id, created_at, id) WHERE status = 'waiting';
 CREATE INDEX waits_open_target ON waits(target_id, created_at, id) WHERE status = 'waiting';
+
+ALTER TABLE turns ADD COLUMN waited INTEGER NOT NULL DEFAULT 0;
