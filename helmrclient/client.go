@@ -42,6 +42,8 @@ type Client struct {
 	Agents *Agents
 	// Deployments reads and uploads Deployments.
 	Deployments *Deployments
+	// Tokens reads, completes and cancels Tokens.
+	Tokens *Tokens
 
 	base      *url.URL
 	baseErr   error
@@ -132,6 +134,7 @@ func New(baseURL, apiKey string, opts ...Option) *Client {
 	c.Sessions = &Sessions{c: c}
 	c.Agents = &Agents{c: c}
 	c.Deployments = &Deployments{c: c}
+	c.Tokens = &Tokens{c: c}
 	return c
 }
 

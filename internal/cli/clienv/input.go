@@ -67,30 +67,67 @@ func (f *InputFlags) Input(cmd *cobra.Command, stdin io.Reader) (any, bool, erro
 		raw, err := checkJSON([]byte(f.JSON), "--"+FlagInputJSON)
 		return raw, err == nil, err
 	case fl.Changed(FlagInputFile):
-		var (
-			b   []byte
-			err error
-		)
-		if f.File == "-" {
-			if stdin == nil {
-				return nil, false, Usagef("--%s -: no standard input", FlagInputFile)
-			}
-			b, err = io.ReadAll(io.LimitReader(stdin, maxInputFile+1))
-		} else {
-			var fh *os.File
-			fh, err = os.Open(f.File)
-			if err == nil {
-				b, err = io.ReadAll(io.LimitReader(fh, maxInputFile+1))
-				fh.Close()
-			}
+		raw, err := readJSONFile(f.File, "--"+FlagInputFile, stdin)
+		return raw, err == nil, err
+	}
+	return nil, false, nil
+}
+
+// readJSONFile reads JSON from path, or from stdin when path is "-"; flag
+// names the flag in errors.
+func readJSONFile(path, flag string, stdin io.Reader) (json.RawMessage, error) {
+	var (
+		b   []byte
+		err error
+	)
+	if path == "-" {
+		if stdin == nil {
+			return nil, Usagef("%s -: no standard input", flag)
 		}
-		if err != nil {
-			return nil, false, Usagef("--%s: %v", FlagInputFile, err)
+		b, err = io.ReadAll(io.LimitReader(stdin, maxInputFile+1))
+	} else {
+		var fh *os.File
+		fh, err = os.Open(path)
+		if err == nil {
+			b, err = io.ReadAll(io.LimitReader(fh, maxInputFile+1))
+			fh.Close()
 		}
-		if len(b) > maxInputFile {
-			return nil, false, Usagef("--%s: more than %d bytes", FlagInputFile, maxInputFile)
-		}
-		raw, err := checkJSON(b, "--"+FlagInputFile+" "+f.File)
+	}
+	if err != nil {
+		return nil, Usagef("%s: %v", flag, err)
+	}
+	if len(b) > maxInputFile {
+		return nil, Usagef("%s: more than %d bytes", flag, maxInputFile)
+	}
+	return checkJSON(b, flag+" "+path)
+}
+
+// JSONFlags are a pair of mutually exclusive flags --NAME-json and
+// --NAME-file that give one JSON value (a Token's data, an answer).
+type JSONFlags struct {
+	name       string
+	JSON, File string
+}
+
+// Register adds --NAME-json and --NAME-file to cmd; what describes the value.
+func (f *JSONFlags) Register(cmd *cobra.Command, name, what string) {
+	f.name = name
+	cmd.Flags().StringVar(&f.JSON, name+"-json", "", what+" as JSON")
+	cmd.Flags().StringVar(&f.File, name+"-file", "", "read "+what+" as JSON from a file, or from standard input with -")
+}
+
+// Value returns the JSON the flags give and whether one was given.
+func (f *JSONFlags) Value(cmd *cobra.Command, stdin io.Reader) (json.RawMessage, bool, error) {
+	fl := cmd.Flags()
+	j, file := "--"+f.name+"-json", "--"+f.name+"-file"
+	switch {
+	case fl.Changed(f.name+"-json") && fl.Changed(f.name+"-file"):
+		return nil, false, Usagef("give only one of %s and %s", j, file)
+	case fl.Changed(f.name + "-json"):
+		raw, err := checkJSON([]byte(f.JSON), j)
+		return raw, err == nil, err
+	case fl.Changed(f.name + "-file"):
+		raw, err := readJSONFile(f.File, file, stdin)
 		return raw, err == nil, err
 	}
 	return nil, false, nil

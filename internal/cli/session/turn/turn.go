@@ -1,5 +1,5 @@
-// Package turn holds the helmr session turn commands: list, get, wait, send
-// and interrupt.
+// Package turn holds the helmr session turn commands: list, get, wait, send,
+// interrupt, and ask (list, get, respond).
 package turn
 
 import (
@@ -14,6 +14,6 @@ func New(g *clienv.Globals) *cobra.Command {
 		Use:   "turn",
 		Short: "Inspect, wait for, message and interrupt a Session's Turns",
 	})
-	cmd.AddCommand(newList(g), newGet(g), newWait(g), newSend(g), newInterrupt(g))
+	cmd.AddCommand(newList(g), newGet(g), newWait(g), newSend(g), newInterrupt(g), newAsk(g))
 	return cmd
 }

@@ -1,0 +1,167 @@
+package turn
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/helmr-go/helmr/helmrclient"
+	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/cli/clienv"
+)
+
+// newAsk returns "session turn ask" and its verbs.
+func newAsk(g *clienv.Globals) *cobra.Command {
+	cmd := clienv.Group(&cobra.Command{
+		Use:   "ask",
+		Short: "List, show and answer the questions a Turn asked",
+	})
+	cmd.AddCommand(newAskList(g), newAskGet(g), newAskRespond(g))
+	return cmd
+}
+
+func newAskList(g *clienv.Globals) *cobra.Command {
+	var opts helmrclient.ListOptions
+	cmd := &cobra.Command{
+		Use:   "list SESSION TURN",
+		Short: "List a Turn's questions, oldest first",
+		Args:  clienv.Args("SESSION", "TURN"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := clienv.Limit(opts.Limit, 100); err != nil {
+				return err
+			}
+			c, err := g.Client()
+			if err != nil {
+				return err
+			}
+			page, err := c.Sessions.Ref(args[0]).Turns.Ref(args[1]).Asks().List(cmd.Context(), opts)
+			if err != nil {
+				return err
+			}
+			if g.JSON {
+				return g.PrintJSON(page)
+			}
+			t := clienv.NewTable(g.Streams.Out, "ASK", "STATUS", "ANSWER", "CREATED", "PROMPT")
+			for _, a := range page.Asks {
+				t.Row(a.ID, a.Status, a.Question.Answer.Type, clienv.Time(a.CreatedAt), oneLine(a.Question.Prompt.PlainText(), 60))
+			}
+			if err := t.Flush(); err != nil {
+				return err
+			}
+			if page.NextCursor != "" {
+				fmt.Fprintf(g.Streams.Err, "More questions: --cursor %s\n", page.NextCursor)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&opts.Limit, "limit", 0, "page size, 1–100 (default: the server's)")
+	cmd.Flags().StringVar(&opts.Cursor, "cursor", "", "continue from a previous page's cursor")
+	return cmd
+}
+
+func newAskGet(g *clienv.Globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "get SESSION TURN ASK",
+		Short: "Show a question, its options and its answer",
+		Args:  clienv.Args("SESSION", "TURN", "ASK"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.Client()
+			if err != nil {
+				return err
+			}
+			a, err := c.Sessions.Ref(args[0]).Turns.Ref(args[1]).Asks().Get(cmd.Context(), args[2])
+			if err != nil {
+				return err
+			}
+			return writeAsk(g, a)
+		},
+	}
+}
+
+func newAskRespond(g *clienv.Globals) *cobra.Command {
+	var (
+		answer     clienv.JSONFlags
+		text       string
+		responseID string
+	)
+	cmd := &cobra.Command{
+		Use:   "respond SESSION TURN ASK (--answer-json JSON | --answer-file FILE | --text T) --response-id ID",
+		Short: "Answer a pending question",
+		Long: "Answer a pending question. A text question takes --text (or a JSON string); a choice takes\n" +
+			"{\"selected\": [\"option-id\"], \"text\": \"…\"}. --response-id is required and makes the call safe to retry:\n" +
+			"the same ID and answer give the same result; another answer to an answered question is refused.",
+		Args: clienv.Args("SESSION", "TURN", "ASK"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			raw, ok, err := answer.Value(cmd, cmd.InOrStdin())
+			if err != nil {
+				return err
+			}
+			switch {
+			case ok && cmd.Flags().Changed("text"):
+				return clienv.Usagef("give only one of --answer-json, --answer-file and --text")
+			case cmd.Flags().Changed("text"):
+				return respond(g, cmd, args, text, responseID)
+			case !ok:
+				return clienv.Usagef("give the answer with --answer-json, --answer-file or --text")
+			}
+			return respond(g, cmd, args, raw, responseID)
+		},
+	}
+	answer.Register(cmd, "answer", "the answer")
+	cmd.Flags().StringVar(&text, "text", "", "the answer to a text question")
+	cmd.Flags().StringVar(&responseID, "response-id", "", "a unique ID for this answer; reuse it to retry (required)")
+	_ = cmd.MarkFlagRequired("response-id")
+	return cmd
+}
+
+func respond(g *clienv.Globals, cmd *cobra.Command, args []string, answer any, responseID string) error {
+	c, err := g.Client()
+	if err != nil {
+		return err
+	}
+	a, err := c.Sessions.Ref(args[0]).Turns.Ref(args[1]).Asks().Respond(cmd.Context(), args[2], answer, responseID)
+	if err != nil {
+		return err
+	}
+	return writeAsk(g, a)
+}
+
+func writeAsk(g *clienv.Globals, a *helmrtype.AskState) error {
+	if g.JSON {
+		return g.PrintJSON(a)
+	}
+	return writeAskText(g.Streams.Out, a)
+}
+
+func writeAskText(w io.Writer, a *helmrtype.AskState) error {
+	by := ""
+	if a.RespondedBy != nil {
+		by = strings.TrimSpace(a.RespondedBy.Kind + " " + a.RespondedBy.ID)
+	}
+	if err := clienv.WriteFields(w,
+		clienv.Field{Name: "Ask", Value: a.ID},
+		clienv.Field{Name: "Status", Value: a.Status},
+		clienv.Field{Name: "Prompt", Value: a.Question.Prompt.PlainText()},
+		clienv.Field{Name: "Answer type", Value: a.Question.Answer.Type},
+		clienv.Field{Name: "Answer", Value: clienv.CompactJSON(a.Answer)},
+		clienv.Field{Name: "Responded by", Value: by},
+		clienv.Field{Name: "Created", Value: clienv.Time(a.CreatedAt)},
+	); err != nil {
+		return err
+	}
+	for _, o := range a.Question.Answer.Options {
+		fmt.Fprintf(w, "  option %s: %s = %s\n", o.ID, o.Label, clienv.CompactJSON(o.Value))
+	}
+	return nil
+}
+
+// oneLine shortens s to one line of at most n runes.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}

@@ -1,0 +1,78 @@
+package e2e
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/helmr-go/helmr/helmrtype"
+)
+
+// The CLI completes, reads and cancels Tokens, with an API key or with a
+// Token's public credential, and answers questions.
+func TestTokenAndAskCLI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the helmr binary")
+	}
+	p := startPlane(t, "")
+	api := &server{url: p.url, key: p.key}
+	r := p.create("waiter", text("token - -"))
+	ti := tokenOf(t, p, r.Session.ID)
+	public := &server{url: p.url, key: ti.Secret}
+
+	// The public credential reads nothing.
+	if _, errOut, code := public.cli(t, "token", "get", ti.Token); code == 0 || !strings.Contains(errOut, "unauthorized") {
+		t.Fatalf("token get with the public credential: exit %d %s", code, errOut)
+	}
+	out, errOut, code := public.cli(t, "token", "complete", ti.Token, "--data-json", `{"ok": true}`)
+	if code != 0 || !strings.Contains(out, "completed") {
+		t.Fatalf("token complete: exit %d %s %s", code, out, errOut)
+	}
+	out, _, code = public.cli(t, "token", "complete", ti.Token, "--data-json", `{"ok":true}`, "--json")
+	var c helmrtype.TokenCompletion
+	if json.Unmarshal([]byte(out), &c); code != 0 || c.Status != helmrtype.TokenAlreadyCompleted {
+		t.Fatalf("repeated completion: exit %d %s", code, out)
+	}
+	if _, _, code := public.cli(t, "token", "complete", ti.Token, "--data-json", `{"ok":false}`); code != 4 {
+		t.Fatalf("conflicting completion: exit %d, want 4 (conflict)", code)
+	}
+	out, _, code = api.cli(t, "token", "get", ti.Token, "--json")
+	var st helmrtype.TokenState
+	json.Unmarshal([]byte(out), &st)
+	data, _ := helmrtype.CanonicalJSON(st.Data)
+	if code != 0 || st.Status != helmrtype.TokenCompleted || string(data) != `{"ok":true}` {
+		t.Fatalf("token get: exit %d %s", code, out)
+	}
+	if res := result(t, p.wait(r.Session.ID, r.Turn.ID)); string(res.Value) != `{"ok":true}` {
+		t.Fatalf("waiter: %+v", res)
+	}
+
+	// Questions.
+	q := p.create("waiter", text("asktext"))
+	a := askOf(t, p, q.Session.ID, q.Turn.ID)
+	out, _, code = api.cli(t, "session", "turn", "ask", "list", q.Session.ID, q.Turn.ID)
+	if code != 0 || !strings.Contains(out, a.ID) || !strings.Contains(out, "Why?") {
+		t.Fatalf("ask list: exit %d %s", code, out)
+	}
+	if _, errOut, code := api.cli(t, "session", "turn", "ask", "respond", q.Session.ID, q.Turn.ID, a.ID, "--text", "because"); code != 2 {
+		t.Fatalf("respond without --response-id: exit %d %s", code, errOut)
+	}
+	for range 2 { // a retry with the same response ID is safe
+		out, errOut, code = api.cli(t, "session", "turn", "ask", "respond", q.Session.ID, q.Turn.ID, a.ID, "--text", "because", "--response-id", "r1")
+		if code != 0 || !strings.Contains(out, "responded") {
+			t.Fatalf("ask respond: exit %d %s %s", code, out, errOut)
+		}
+	}
+	if res := result(t, p.wait(q.Session.ID, q.Turn.ID)); string(res.Value) != `"because"` {
+		t.Fatalf("asker: %+v", res)
+	}
+	// Cancelling a Token through the CLI.
+	r2 := p.create("waiter", text("token - -"))
+	t2 := tokenOf(t, p, r2.Session.ID)
+	if out, _, code := api.cli(t, "token", "cancel", t2.Token); code != 0 || !strings.Contains(out, "cancelled") {
+		t.Fatalf("token cancel: exit %d %s", code, out)
+	}
+	if res := result(t, p.wait(r2.Session.ID, r2.Turn.ID)); res.Error != string(helmrtype.CodeTokenCancelled) {
+		t.Fatalf("waiter of a cancelled token: %+v", res)
+	}
+}
