@@ -58,7 +58,17 @@ type AgentSpec[I, R, S any] struct {
 	// Init runs once per session process before its first Turn.
 	Init func(ctx context.Context, ic *InitContext) (S, error)
 	// Turn handles one Turn; its result is validated and becomes the Turn's result.
+	// Give Turn or Run, not both.
 	Turn func(ctx context.Context, t *Turn[I], ac *AgentContext[S]) (R, error)
+	// Run makes the Agent an Actor: it runs once per session process,
+	// after Init, and receives the Session's Turns in FIFO order with
+	// s.Receive (see ActorSession).
+	Run func(ctx context.Context, s *ActorSession[I, R], ac *AgentContext[S]) error
+	// IdleTimeout is the default hot-wait of this Agent's waits (timers,
+	// Tokens, questions) and, for an Actor, how long it stays hot while
+	// it waits in Receive; past it the process may be suspended. 1ms–1h;
+	// default 30s.
+	IdleTimeout string
 	// InputSchema overrides the validator derived from I.
 	InputSchema Validator[I]
 	// ResultSchema overrides the validator derived from R.
@@ -101,8 +111,11 @@ func Agent[I, R, S any](spec AgentSpec[I, R, S]) *AgentDef[I, R, S] {
 	if spec.Template == nil {
 		panic(fmt.Sprintf("helmr.Agent %q: Template is required", spec.ID))
 	}
-	if spec.Turn == nil {
-		panic(fmt.Sprintf("helmr.Agent %q: Turn is required", spec.ID))
+	if (spec.Turn == nil) == (spec.Run == nil) {
+		panic(fmt.Sprintf("helmr.Agent %q: give Turn (a handler per Turn) or Run (an Actor), not both or neither", spec.ID))
+	}
+	if _, err := helmrtype.ParseIdleTimeout(spec.IdleTimeout); err != nil {
+		panic(fmt.Sprintf("helmr.Agent %q: IdleTimeout: %v", spec.ID, err))
 	}
 	if spec.CloseAfterIdle == "" {
 		spec.CloseAfterIdle = "7d"
@@ -155,7 +168,8 @@ func (d *AgentDef[I, R, S]) template() *TemplateDef { return d.spec.Template }
 func (d *AgentDef[I, R, S]) manifest() helmrtype.AgentManifest {
 	m := helmrtype.AgentManifest{ID: d.spec.ID, Template: d.spec.Template.ID(), InputKind: helmrtype.InputKindText,
 		CloseAfterIdle: d.spec.CloseAfterIdle, HibernateAfterIdle: d.spec.HibernateAfterIdle,
-		MaxTurnDuration: d.spec.MaxTurnDuration, RuntimeMCP: d.spec.RuntimeMCP, HasInit: d.spec.Init != nil}
+		MaxTurnDuration: d.spec.MaxTurnDuration, RuntimeMCP: d.spec.RuntimeMCP, HasInit: d.spec.Init != nil,
+		Actor: d.spec.Run != nil, IdleTimeout: d.spec.IdleTimeout}
 	if !d.text {
 		m.InputKind = helmrtype.InputKindJSON
 		m.InputSchema = d.input.JSONSchema()
@@ -174,15 +188,42 @@ type runtimeAgent[I, R, S any] struct{ d *AgentDef[I, R, S] }
 
 func (a runtimeAgent[I, R, S]) AgentID() string { return a.d.spec.ID }
 
+// IdleTimeout is the Agent's default hot-wait.
+func (a runtimeAgent[I, R, S]) IdleTimeout() string { return a.d.spec.IdleTimeout }
+
 func (a runtimeAgent[I, R, S]) RunInit(ctx context.Context, info *sessionproc.Info) (any, error) {
-	if a.d.spec.Init == nil {
-		var zero S
-		return zero, nil
+	var s S
+	if a.d.spec.Init != nil {
+		var err error
+		if s, err = a.d.spec.Init(ctx, newInitContext(info)); err != nil {
+			return s, err
+		}
 	}
-	return a.d.spec.Init(ctx, newInitContext(info))
+	if a.d.spec.Run != nil {
+		return startActor(a, info, s), nil
+	}
+	return s, nil
 }
 
 func (a runtimeAgent[I, R, S]) RunTurn(ctx context.Context, rt *sessionproc.Turn, initResult any) (json.RawMessage, error) {
+	if act, ok := initResult.(*actor[I, R, S]); ok {
+		return act.turn(ctx, rt)
+	}
+	t, err := a.newTurn(ctx, rt)
+	if err != nil {
+		return nil, err
+	}
+	s, _ := initResult.(S)
+	ac := &AgentContext[S]{InitContext: newInitContextFromTurn(rt, initResult), InitResult: s}
+	res, err := a.d.spec.Turn(ctx, t, ac)
+	if err != nil {
+		return nil, err
+	}
+	return a.encodeResult(ctx, res)
+}
+
+// newTurn validates a Turn's input and makes its typed handle.
+func (a runtimeAgent[I, R, S]) newTurn(ctx context.Context, rt *sessionproc.Turn) (*Turn[I], error) {
 	var input I
 	if a.d.text {
 		c, err := helmrtype.ParseContent(rt.Input, helmrtype.MaxInputBytes, true)
@@ -199,12 +240,11 @@ func (a runtimeAgent[I, R, S]) RunTurn(ctx context.Context, rt *sessionproc.Turn
 	}
 	t := &Turn[I]{ID: rt.ID, Sequence: rt.Sequence, CreatedAt: rt.CreatedAt, Input: input, Source: rt.Source, rt: rt}
 	t.Output = &Output{rt: rt}
-	s, _ := initResult.(S)
-	ac := &AgentContext[S]{InitContext: newInitContextFromTurn(rt, initResult), InitResult: s}
-	res, err := a.d.spec.Turn(ctx, t, ac)
-	if err != nil {
-		return nil, err
-	}
+	return t, nil
+}
+
+// encodeResult validates a handler's result and returns its JSON.
+func (a runtimeAgent[I, R, S]) encodeResult(ctx context.Context, res R) (json.RawMessage, error) {
 	raw, err := json.Marshal(res)
 	if err != nil {
 		return nil, &helmrtype.Error{Code: helmrtype.CodeResultInvalid, Message: "the result does not encode as JSON: " + err.Error()}

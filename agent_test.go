@@ -39,9 +39,21 @@ func TestAgentValidatesItsDefinition(t *testing.T) {
 	mustPanic(t, "Template is required", func() {
 		Agent(AgentSpec[InputContent, any, struct{}]{ID: "a", Turn: textTurn})
 	})
-	mustPanic(t, "Turn is required", func() {
+	mustPanic(t, "give Turn", func() {
 		Agent(AgentSpec[InputContent, any, struct{}]{ID: "a", Template: testBox})
 	})
+	run := func(ctx context.Context, s *ActorSession[InputContent, any], ac *AgentContext[struct{}]) error {
+		return nil
+	}
+	mustPanic(t, "not both", func() {
+		Agent(AgentSpec[InputContent, any, struct{}]{ID: "a", Template: testBox, Turn: textTurn, Run: run})
+	})
+	mustPanic(t, "IdleTimeout", func() {
+		Agent(AgentSpec[InputContent, any, struct{}]{ID: "a", Template: testBox, Run: run, IdleTimeout: "2h"})
+	})
+	if m := Agent(AgentSpec[InputContent, any, struct{}]{ID: "a", Template: testBox, Run: run, IdleTimeout: "5m"}).manifest(); !m.Actor || m.IdleTimeout != "5m" {
+		t.Fatalf("actor manifest: %+v", m)
+	}
 	mustPanic(t, "CloseAfterIdle", func() {
 		Agent(AgentSpec[InputContent, any, struct{}]{ID: "a", Template: testBox, Turn: textTurn, CloseAfterIdle: "soon"})
 	})

@@ -35,6 +35,12 @@ type AgentManifest struct {
 	MaxTurnDuration    string          `json:"max_turn_duration,omitempty"`
 	RuntimeMCP         json.RawMessage `json:"runtime_mcp,omitempty"`
 	HasInit            bool            `json:"has_init"`
+	// Actor is true for an Agent that receives its Turns in one loop
+	// (session.receive) instead of one handler call per Turn.
+	Actor bool `json:"actor,omitempty"`
+	// IdleTimeout is the default hot-wait of the Agent's waits, and for an
+	// Actor how long it stays hot between Turns (1ms–1h; default 30s).
+	IdleTimeout string `json:"idle_timeout,omitempty"`
 }
 
 // TemplateManifest is one Template's entry in a Manifest.

@@ -12,6 +12,29 @@ const (
 	WaitAsk   = "ask"
 )
 
+// Idle timeouts of managed waits: the default and the allowed range.
+const (
+	DefaultIdleTimeout = 30 * time.Second
+	MinIdleTimeout     = time.Millisecond
+	MaxIdleTimeout     = time.Hour
+)
+
+// ParseIdleTimeout reads a wait's (or an Actor's) idle timeout: a Duration
+// from 1ms to 1h; empty means DefaultIdleTimeout.
+func ParseIdleTimeout(s string) (time.Duration, error) {
+	if s == "" {
+		return DefaultIdleTimeout, nil
+	}
+	d, err := ParseDuration(s)
+	if err != nil {
+		return 0, Errorf(CodeInvalidRequest, "idle_timeout: %v", err)
+	}
+	if d < MinIdleTimeout || d > MaxIdleTimeout {
+		return 0, Errorf(CodeInvalidRequest, "idle_timeout %s is out of range: it must be from 1ms to 1h", s)
+	}
+	return d, nil
+}
+
 // Statuses of a WaitOutcome.
 const (
 	OutcomeResolved = "resolved"

@@ -73,6 +73,9 @@ func ValidateManifest(m *helmrtype.Manifest) error {
 				return invalid("agent %q: max_turn_duration: %v", a.ID, err)
 			}
 		}
+		if _, err := helmrtype.ParseIdleTimeout(a.IdleTimeout); err != nil {
+			return invalid("agent %q: %v", a.ID, err)
+		}
 	}
 	return nil
 }

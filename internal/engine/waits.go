@@ -16,34 +16,11 @@ const (
 	waitResolved = "resolved"
 )
 
-// Idle timeouts of managed waits: the default and the allowed range.
-const (
-	DefaultIdleTimeout = 30 * time.Second
-	MinIdleTimeout     = time.Millisecond
-	MaxIdleTimeout     = time.Hour
-)
-
 // WaitNotifier is told when waits start and end, to suspend and wake the
 // waiting process. The supervisor implements it.
 type WaitNotifier interface {
 	WaitStarted(sessionID, turnID, waitID string, idle time.Duration)
 	WaitResolved(sessionID, turnID, waitID string, o *helmrtype.WaitOutcome)
-}
-
-// ParseIdleTimeout reads a wait's idleTimeout: a Duration from 1ms to 1h;
-// empty means the default.
-func ParseIdleTimeout(s string) (time.Duration, error) {
-	if s == "" {
-		return DefaultIdleTimeout, nil
-	}
-	d, err := helmrtype.ParseDuration(s)
-	if err != nil {
-		return 0, invalid("idle_timeout: %v", err)
-	}
-	if d < MinIdleTimeout || d > MaxIdleTimeout {
-		return 0, invalid("idle_timeout %s is out of range: it must be from 1ms to 1h", s)
-	}
-	return d, nil
 }
 
 // opRepeat reports whether op was already applied to the Turn; it records
@@ -64,7 +41,7 @@ func opRepeat(t *store.Turn, op int64) (bool, error) {
 // outcome is returned at once and the wait is recorded resolved. A repeat
 // of the same wait ID answers as the first did.
 func (e *Engine) StartWait(ctx context.Context, sessionID, turnID string, op int64, req helmrtype.WaitStart) (*helmrtype.WaitOutcome, error) {
-	idle, err := ParseIdleTimeout(req.IdleTimeout)
+	idle, err := helmrtype.ParseIdleTimeout(req.IdleTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -337,7 +314,11 @@ func (e *Engine) endTurnWaitsTx(ctx context.Context, tx store.Tx, t *store.Turn,
 // RecordWaitEvent records a wait's suspension or wake in the timeline.
 func (e *Engine) RecordWaitEvent(ctx context.Context, sessionID, turnID, kind string, waitIDs []string) error {
 	err := e.store.Update(ctx, func(tx store.Tx) error {
-		_, err := e.appendEvent(ctx, tx, sessionID, turnID, kind, map[string]any{"wait_ids": waitIDs}, e.Now())
+		data := map[string]any{"wait_ids": waitIDs}
+		if len(waitIDs) == 0 {
+			data = map[string]any{"receive": true} // an Actor idle in Receive
+		}
+		_, err := e.appendEvent(ctx, tx, sessionID, turnID, kind, data, e.Now())
 		return err
 	})
 	if err == nil {

@@ -45,6 +45,9 @@ type Info struct {
 	DeploymentID   string
 	RecoveryKind   string
 	RecoveryReason string
+	// IdleTimeout is the Agent's default hot-wait for its waits ("" for the
+	// server's default of 30s).
+	IdleTimeout string
 	// Ctx ends when the process shuts down.
 	Ctx context.Context
 }
@@ -175,6 +178,9 @@ func serve(ctx context.Context, ws *websocket.Conn, agentID string, agents []Age
 	}
 	info := &Info{SessionID: w.SessionID, SessionKey: w.SessionKey, ParentID: w.ParentID, ComputerID: w.ComputerID,
 		DeploymentID: w.DeploymentID, RecoveryKind: w.Recovery.Kind, RecoveryReason: w.Recovery.Reason, Ctx: procCtx}
+	if it, ok := agent.(interface{ IdleTimeout() string }); ok {
+		info.IdleTimeout = it.IdleTimeout()
+	}
 
 	// Read in the background: init may take long and a shutdown may come.
 	starts := make(chan *Turn, 64)

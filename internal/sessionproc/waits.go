@@ -70,6 +70,9 @@ func (t *Turn) Wait(ctx context.Context, w helmrtype.WaitStart) (*helmrtype.Wait
 	if w.ID == "" {
 		w.ID = uuid.Must(uuid.NewV7()).String()
 	}
+	if w.IdleTimeout == "" {
+		w.IdleTimeout = t.info.IdleTimeout
+	}
 	ch := t.c.addWaiter(w.ID, t.ID)
 	defer t.c.removeWaiter(w.ID)
 	if _, err := t.call(ctx, &protocol.Msg{Type: protocol.TypeWaitStart, Wait: &w}); err != nil {

@@ -582,8 +582,10 @@ func (s *Supervisor) serve(p *proc, conn *websocket.Conn) {
 			s.log.Warn("bad protocol message", "session", p.sessionID, "err", err)
 			continue
 		}
-		s.activity(p)
 		s.handle(ctx, p, &m)
+		// After the message took effect: the idle clock restarts, and an
+		// Actor that just settled its Turn starts waiting in Receive.
+		s.activity(p)
 	}
 }
 
@@ -771,6 +773,9 @@ func (s *Supervisor) dispatch(p *proc) {
 // slot the caller reserved ("-"). With no Turn it frees the slot, and
 // dispatches again when work arrived meanwhile.
 func (s *Supervisor) started(p *proc, t *store.Turn, msgs []store.Message, err error) {
+	if t != nil {
+		s.activity(p) // a suspended Actor is thawed before its Turn arrives
+	}
 	// Lock order everywhere: writeMu before mu. The write lock is held from
 	// before the slot is published, so anything sent for this Turn goes out
 	// after turn.start.

@@ -15,7 +15,9 @@ import (
 // for the longest idle timeout among them, its process tree is frozen: it
 // uses no CPU. Anything for it (a wait's outcome, a message, a cancel, a
 // shutdown) thaws it first. The wait's own deadlines run in the engine, so
-// a frozen process still gets its timeout on time.
+// a frozen process still gets its timeout on time. An Actor waiting in
+// Receive (ready, no running Turn) is suspended the same way after its
+// Agent's idle timeout; a new Turn thaws it.
 
 // activity marks the process busy now: a frozen process is thawed and the
 // idle clock restarts.
@@ -33,9 +35,7 @@ func (s *Supervisor) activity(p *proc) {
 	if wasFrozen {
 		ids = slices.Sorted(maps.Keys(p.waits))
 	}
-	if len(p.waits) > 0 || p.idleTimer != nil {
-		s.armIdle(p)
-	}
+	s.armIdle(p)
 	p.mu.Unlock()
 	if wasFrozen && h != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -47,25 +47,34 @@ func (s *Supervisor) activity(p *proc) {
 	}
 }
 
-// armIdle (re)starts the idle timer; p.mu is held.
+// armIdle (re)starts the idle timer, or stops it when the process does not
+// wait; p.mu is held.
 func (s *Supervisor) armIdle(p *proc) {
-	if p.idleTimer != nil {
-		p.idleTimer.Stop()
-		p.idleTimer = nil
+	idle, ok := p.idleFor()
+	switch {
+	case !ok || p.freeze == nil:
+		if p.idleTimer != nil {
+			p.idleTimer.Stop()
+		}
+	case p.idleTimer == nil:
+		p.idleTimer = time.AfterFunc(idle, func() { s.maybeSuspend(p) })
+	default:
+		p.idleTimer.Reset(idle)
 	}
-	if len(p.waits) == 0 || p.freeze == nil {
-		return
-	}
-	idle := maxIdle(p.waits)
-	p.idleTimer = time.AfterFunc(idle, func() { s.maybeSuspend(p) })
 }
 
-func maxIdle(waits map[string]time.Duration) time.Duration {
-	var m time.Duration
-	for _, d := range waits {
-		m = max(m, d)
+// idleFor is how long the process stays hot in its current wait: the
+// longest idle timeout of its open waits, or an idle Actor's; ok is false
+// when it does not wait. p.mu is held.
+func (p *proc) idleFor() (idle time.Duration, ok bool) {
+	for _, d := range p.waits {
+		idle, ok = max(idle, d), true
 	}
-	return m
+	if !ok && p.running == "" && p.state == stateReady && p.launch != nil && p.launch.Agent.Actor {
+		idle, _ = helmrtype.ParseIdleTimeout(p.launch.Agent.IdleTimeout) // checked with the manifest
+		return idle, true
+	}
+	return idle, ok
 }
 
 // maybeSuspend freezes the process when it still waits and has been quiet
@@ -75,12 +84,17 @@ func (s *Supervisor) maybeSuspend(p *proc) {
 		return
 	}
 	p.mu.Lock()
-	if len(p.waits) == 0 || p.frozen || p.freeze == nil || p.state != stateReady || p.cancelled {
+	idle, waiting := p.idleFor()
+	if !waiting || p.frozen || p.freeze == nil || p.state != stateReady || p.cancelled {
 		p.mu.Unlock()
 		return
 	}
-	if left := maxIdle(p.waits) - time.Since(p.lastActive); left > 0 {
-		p.idleTimer = time.AfterFunc(left, func() { s.maybeSuspend(p) })
+	if left := idle - time.Since(p.lastActive); left > 0 {
+		if p.idleTimer == nil {
+			p.idleTimer = time.AfterFunc(left, func() { s.maybeSuspend(p) })
+		} else {
+			p.idleTimer.Reset(left)
+		}
 		p.mu.Unlock()
 		return
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -93,4 +94,41 @@ var waiter = helmr.Agent(helmr.AgentSpec[text, map[string]any, int64]{ID: "waite
 			res["responded_by"] = a.RespondedBy.Kind
 		}
 		return res, nil
+	}})
+
+// counter is an Actor: one Run loop receives every Turn of the Session and
+// counts them. Input "wait" waits on a timer, "fail" fails the Turn,
+// "implicit" leaves the Turn to the next Receive, "block" waits for an
+// interrupt.
+var counter = helmr.Agent(helmr.AgentSpec[text, map[string]any, int64]{ID: "counter", Template: box, IdleTimeout: "50ms",
+	Init: func(ctx context.Context, ic *helmr.InitContext) (int64, error) { return inits.Add(1), nil },
+	Run: func(ctx context.Context, s *helmr.ActorSession[text, map[string]any], ac *helmr.AgentContext[int64]) error {
+		n := 0
+		for {
+			t, err := s.Receive(ctx)
+			if t == nil || err != nil {
+				return err
+			}
+			n++
+			tctx := t.Context()
+			switch in := t.Input.PlainText(); in {
+			case "wait":
+				if err := timers.WaitFor(tctx, 300*time.Millisecond); err != nil {
+					t.Fail(err)
+					continue
+				}
+			case "fail":
+				t.Fail(errors.New("asked to fail"))
+				continue
+			case "implicit":
+				t.Output.Write(tctx, "left to the next receive\n")
+				continue
+			case "block":
+				<-tctx.Done()
+				t.Fail(context.Cause(tctx))
+				continue
+			}
+			t.Output.Write(tctx, "turn "+t.Input.PlainText()+"\n")
+			t.Complete(map[string]any{"n": n, "pid": os.Getpid(), "init": ac.InitResult})
+		}
 	}})
