@@ -149,3 +149,26 @@ func isZombie(pid int) bool {
 	i := strings.LastIndexByte(string(b), ')')
 	return i > 0 && i+2 < len(b) && b[i+2] == 'Z'
 }
+
+// An interrupt accepted while the Turn's process has not reattached yet
+// reaches it when it does.
+func TestInterruptWhileReattaching(t *testing.T) {
+	dir := t.TempDir()
+	p := startPlane(t, dir)
+	r := p.create("chat", text("hi"))
+	sid := r.Session.ID
+	waitOutput(t, p, sid, "listening")
+	pid := sessionPID(t, p, sid)
+	p.detach()
+	syscall.Kill(pid, syscall.SIGSTOP) // it cannot reconnect yet
+	p2 := startPlane(t, dir)
+	p2.must("POST", "/v1/sessions/"+sid+"/turns/"+r.Turn.ID+"/interrupt", map[string]any{}, nil)
+	syscall.Kill(pid, syscall.SIGCONT)
+	o := p2.wait(sid, r.Turn.ID)
+	if o.Status != "interrupted" || o.Error == nil || o.Error.Code != helmrtype.CodeInterrupted {
+		t.Fatalf("turn interrupted during reattach: %+v %+v", o, o.Error)
+	}
+	if now := sessionPID(t, p2, sid); now != pid {
+		t.Fatalf("the process changed: %d then %d", pid, now)
+	}
+}

@@ -892,8 +892,9 @@ func (s *Supervisor) deadlineReached(p *proc, turnID string) {
 // if the Turn has not settled within the cleanup period.
 func (s *Supervisor) cancelTurn(p *proc, turnID, reason string) {
 	p.mu.Lock()
-	if p.running == "-" {
-		// A start is in flight: started applies the cancel if it is this Turn.
+	if p.running == "-" || p.state == stateReattaching {
+		// A start (or a reattach) is in flight: it applies the cancel if it
+		// is this Turn.
 		if p.pendingCancel == nil {
 			p.pendingCancel = map[string]string{}
 		}
@@ -1052,6 +1053,13 @@ func (s *Supervisor) reattach(ctx context.Context, p *proc, r *protocol.Resume) 
 		s.started(p, t, msgs, err)
 	case t != nil:
 		s.sendPending(p, t.ID)
+		p.mu.Lock()
+		reason, cancelled := p.pendingCancel[t.ID]
+		p.pendingCancel = nil
+		p.mu.Unlock()
+		if cancelled {
+			s.cancelTurn(p, t.ID, reason)
+		}
 	case r.Ready:
 		s.dispatch(p)
 	}
