@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/store/pgstore/pgtest"
 )
 
 type waitResult struct {
@@ -321,5 +322,31 @@ func TestAskInterrupted(t *testing.T) {
 	}
 	if !hasEvent(p, sid, helmrtype.EventAskCancelled) {
 		t.Error("no ask.cancelled event")
+	}
+}
+
+// Waits work the same on PostgreSQL: a Token wait and a question survive a
+// restart and resolve in the same process.
+func TestWaitsOnPostgreSQL(t *testing.T) {
+	db := pgtest.URL(t)
+	dir := t.TempDir()
+	p := startPlaneWith(t, dir, "127.0.0.1:0", db)
+	tr := p.create("waiter", text("token - -"))
+	ti := tokenOf(t, p, tr.Session.ID)
+	ar := p.create("waiter", text("asktext"))
+	a := askOf(t, p, ar.Session.ID, ar.Turn.ID)
+	p.waitEvent(tr.Session.ID, helmrtype.EventWaitStarted)
+	pid := sessionPID(t, p, tr.Session.ID)
+	p.detach()
+
+	p2 := startPlaneWith(t, dir, "127.0.0.1:0", db)
+	p2.must("POST", "/v1/tokens/"+ti.Token+"/complete", map[string]any{"data": 7}, nil)
+	p2.must("POST", "/v1/sessions/"+ar.Session.ID+"/turns/"+ar.Turn.ID+"/asks/"+a.ID+"/respond",
+		map[string]any{"answer": "on postgres", "response_id": "pg-1"}, nil)
+	if res := result(t, p2.wait(tr.Session.ID, tr.Turn.ID)); string(res.Value) != "7" || res.PID != pid {
+		t.Fatalf("token on PostgreSQL: %+v (pid was %d)", res, pid)
+	}
+	if res := result(t, p2.wait(ar.Session.ID, ar.Turn.ID)); string(res.Value) != `"on postgres"` {
+		t.Fatalf("question on PostgreSQL: %+v", res)
 	}
 }
