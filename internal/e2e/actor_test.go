@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -16,14 +15,7 @@ type counted struct {
 
 func countOf(t *testing.T, o helmrtype.TurnOutcome) counted {
 	t.Helper()
-	if o.Status != "completed" {
-		t.Fatalf("turn: %+v %+v", o, o.Error)
-	}
-	var c counted
-	if err := json.Unmarshal(o.Result, &c); err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return completedResult[counted](t, o)
 }
 
 // An Actor receives a Session's Turns in one loop, in FIFO order, keeping

@@ -27,27 +27,34 @@ func (p *plane) detach() {
 	p.cancel = nil
 }
 
+// listening starts a control plane on dir with a chat Session whose first
+// Turn runs and listens for messages.
+func listening(t *testing.T, dir string) (p *plane, sid, turnID string) {
+	t.Helper()
+	p = startPlane(t, dir)
+	r := p.create("chat", text("hi"))
+	waitOutput(t, p, r.Session.ID, "listening")
+	return p, r.Session.ID, r.Turn.ID
+}
+
 // A control-plane restart does not disturb a running Turn: its process
 // reconnects, keeps its state (init does not run again) and the Turn
 // takes messages and completes.
 func TestRestartReattachesRunningTurn(t *testing.T) {
 	dir := t.TempDir()
-	p := startPlane(t, dir)
-	r := p.create("chat", text("hi"))
-	sid := r.Session.ID
-	waitOutput(t, p, sid, "listening")
+	p, sid, turnID := listening(t, dir)
 	var m1 helmrtype.MessageReceipt
-	p.must("POST", "/v1/sessions/"+sid+"/turns/"+r.Turn.ID+"/messages", helmrtype.MessageRequest{Content: text("ok before")}, &m1)
+	p.must("POST", "/v1/sessions/"+sid+"/turns/"+turnID+"/messages", helmrtype.MessageRequest{Content: text("ok before")}, &m1)
 	waitOutput(t, p, sid, "got ok before")
 	pid := sessionPID(t, p, sid)
 	p.detach()
 
 	p2 := startPlane(t, dir)
 	// A message to the running Turn reaches the same process.
-	p2.must("POST", "/v1/sessions/"+sid+"/turns/"+r.Turn.ID+"/messages", helmrtype.MessageRequest{Content: text("ok after")}, nil)
+	p2.must("POST", "/v1/sessions/"+sid+"/turns/"+turnID+"/messages", helmrtype.MessageRequest{Content: text("ok after")}, nil)
 	waitOutput(t, p2, sid, "got ok after")
-	p2.must("POST", "/v1/sessions/"+sid+"/turns/"+r.Turn.ID+"/messages", helmrtype.MessageRequest{Content: text("done")}, nil)
-	o := p2.wait(sid, r.Turn.ID)
+	p2.must("POST", "/v1/sessions/"+sid+"/turns/"+turnID+"/messages", helmrtype.MessageRequest{Content: text("done")}, nil)
+	o := p2.wait(sid, turnID)
 	var got []string
 	json.Unmarshal(o.Result, &got)
 	if o.Status != "completed" || !slices.Equal(got, []string{"ok before", "ok after"}) {
@@ -76,10 +83,7 @@ func TestRestartReattachesRunningTurn(t *testing.T) {
 // get a new process.
 func TestRestartAfterProcessDiedWhileDown(t *testing.T) {
 	dir := t.TempDir()
-	p := startPlane(t, dir)
-	r := p.create("chat", text("hi"))
-	sid := r.Session.ID
-	waitOutput(t, p, sid, "listening")
+	p, sid, turnID := listening(t, dir)
 	var queued helmrtype.TurnState
 	p.must("POST", "/v1/sessions/"+sid+"/turns", helmrtype.EnqueueRequest{Input: text("next")}, &queued)
 	pid := sessionPID(t, p, sid)
@@ -88,7 +92,7 @@ func TestRestartAfterProcessDiedWhileDown(t *testing.T) {
 	waitGone(t, pid)
 
 	p2 := startPlane(t, dir)
-	o := p2.wait(sid, r.Turn.ID)
+	o := p2.wait(sid, turnID)
 	if o.Status != "interrupted" || o.Error == nil || o.Error.Code != helmrtype.CodeExecutionLost {
 		t.Fatalf("turn whose process died while down: %+v", o)
 	}
@@ -103,17 +107,14 @@ func TestRestartAfterProcessDiedWhileDown(t *testing.T) {
 // is ended, and its Turn is lost, not left running.
 func TestReattachWindowEndsSilentProcess(t *testing.T) {
 	dir := t.TempDir()
-	p := startPlane(t, dir)
-	r := p.create("chat", text("hi"))
-	sid := r.Session.ID
-	waitOutput(t, p, sid, "listening")
+	p, sid, turnID := listening(t, dir)
 	pid := sessionPID(t, p, sid)
 	p.detach()
 	// Stopped, it cannot reconnect.
 	syscall.Kill(pid, syscall.SIGSTOP)
 
 	p2 := startPlaneOpts(t, dir, 500*time.Millisecond)
-	o := p2.wait(sid, r.Turn.ID)
+	o := p2.wait(sid, turnID)
 	if o.Status != "interrupted" || o.Error == nil || o.Error.Code != helmrtype.CodeExecutionLost {
 		t.Fatalf("turn of a silent process: %+v", o)
 	}
@@ -154,17 +155,14 @@ func isZombie(pid int) bool {
 // reaches it when it does.
 func TestInterruptWhileReattaching(t *testing.T) {
 	dir := t.TempDir()
-	p := startPlane(t, dir)
-	r := p.create("chat", text("hi"))
-	sid := r.Session.ID
-	waitOutput(t, p, sid, "listening")
+	p, sid, turnID := listening(t, dir)
 	pid := sessionPID(t, p, sid)
 	p.detach()
 	syscall.Kill(pid, syscall.SIGSTOP) // it cannot reconnect yet
 	p2 := startPlane(t, dir)
-	p2.must("POST", "/v1/sessions/"+sid+"/turns/"+r.Turn.ID+"/interrupt", map[string]any{}, nil)
+	p2.must("POST", "/v1/sessions/"+sid+"/turns/"+turnID+"/interrupt", map[string]any{}, nil)
 	syscall.Kill(pid, syscall.SIGCONT)
-	o := p2.wait(sid, r.Turn.ID)
+	o := p2.wait(sid, turnID)
 	if o.Status != "interrupted" || o.Error == nil || o.Error.Code != helmrtype.CodeInterrupted {
 		t.Fatalf("turn interrupted during reattach: %+v %+v", o, o.Error)
 	}

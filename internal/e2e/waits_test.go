@@ -24,10 +24,16 @@ type waitResult struct {
 
 func result(t *testing.T, o helmrtype.TurnOutcome) waitResult {
 	t.Helper()
+	return completedResult[waitResult](t, o)
+}
+
+// completedResult checks that a Turn completed and decodes its result.
+func completedResult[T any](t *testing.T, o helmrtype.TurnOutcome) T {
+	t.Helper()
+	var r T
 	if o.Status != "completed" {
 		t.Fatalf("turn: %+v %+v", o, o.Error)
 	}
-	var r waitResult
 	if err := json.Unmarshal(o.Result, &r); err != nil {
 		t.Fatal(err)
 	}
