@@ -137,6 +137,34 @@ type Tx interface {
 	// WaitsOn returns the open waits whose target is targetID (a Token or
 	// question ID), oldest first.
 	WaitsOn(ctx context.Context, targetID string) ([]Wait, error)
+
+	// Holds
+	InsertHold(ctx context.Context, h *Hold) error
+	GetHold(ctx context.Context, id string) (*Hold, error)
+	// UpdateHold writes ReleasedAt and RecoveredAt; ErrNotFound when no
+	// hold has the ID.
+	UpdateHold(ctx context.Context, h *Hold) error
+	// ActiveHolds returns the unreleased holds placed on any of sessionIDs,
+	// oldest first.
+	ActiveHolds(ctx context.Context, sessionIDs []string) ([]Hold, error)
+	// HoldsToRecover returns a Session's released process_failed and
+	// recovery_gap holds with no reconstruction yet, oldest first.
+	HoldsToRecover(ctx context.Context, sessionID string) ([]Hold, error)
+}
+
+// Hold is a hold on a Session: while a Session or one of its ancestors has
+// an active (unreleased) hold, its queued Turns are not started.
+type Hold struct {
+	ID         string
+	SessionID  string
+	Kind       string // interrupt, process_failed, recovery_gap, storage_pressure
+	CanRelease bool
+	Reason     string
+	CreatedAt  time.Time
+	ReleasedAt *time.Time
+	// RecoveredAt is when a process was reconstructed after this released
+	// process_failed or recovery_gap hold.
+	RecoveredAt *time.Time
 }
 
 // Process is the record of a running session process, kept so that a

@@ -56,6 +56,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ExpiringTokens", testExpiringTokens},
 		{"Waits", testWaits},
 		{"OpenWaits", testOpenWaits},
+		{"Holds", testHolds},
 		{"UpdateErrorWritesNothing", testUpdateErrorWritesNothing},
 		{"UpdateCanceledContext", testUpdateCanceledContext},
 		{"TxUsableAfterError", testTxUsableAfterError},
@@ -2455,6 +2456,86 @@ func testUUIDIDs(t *testing.T, s store.Store) {
 		}
 		if _, err := tx.GetTurn(ctx, uuid.Must(uuid.NewV7()).String(), ids[0]); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("GetTurn in another session: %v", err)
+		}
+		return nil
+	})
+}
+
+// --- holds ---
+
+func storedHold(h store.Hold) store.Hold {
+	h.CreatedAt, h.ReleasedAt, h.RecoveredAt = stored(h.CreatedAt), storedPtr(h.ReleasedAt), storedPtr(h.RecoveredAt)
+	return h
+}
+
+func testHolds(t *testing.T, s store.Store) {
+	interrupt := &store.Hold{ID: "hold-1", SessionID: "ses-1", Kind: "interrupt", CanRelease: true, CreatedAt: at(70)}
+	failed := &store.Hold{ID: "hold-2", SessionID: "ses-2", Kind: "process_failed", CanRelease: true,
+		Reason: "the session process exited with status 7", CreatedAt: at(71)}
+	other := &store.Hold{ID: "hold-3", SessionID: "ses-3", Kind: "storage_pressure", CreatedAt: at(72)}
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, h := range []*store.Hold{interrupt, failed, other} {
+			wantOK(t, "InsertHold("+h.ID+")", tx.InsertHold(ctx, h))
+		}
+		wantErr(t, "InsertHold(duplicate)", tx.InsertHold(ctx, interrupt), store.ErrDuplicate)
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		got, err := tx.GetHold(ctx, failed.ID)
+		if err != nil {
+			t.Fatalf("GetHold: %v", err)
+		}
+		check(t, "GetHold", *got, storedHold(*failed))
+		_, err = tx.GetHold(ctx, "hold-missing")
+		wantErr(t, "GetHold(missing)", err, store.ErrNotFound)
+		hs, err := tx.ActiveHolds(ctx, []string{"ses-2", "ses-1"})
+		if err != nil {
+			t.Fatalf("ActiveHolds: %v", err)
+		}
+		check(t, "ActiveHolds(ses-1, ses-2)", hs, []store.Hold{storedHold(*interrupt), storedHold(*failed)})
+		if hs, err := tx.ActiveHolds(ctx, nil); err != nil || len(hs) != 0 {
+			t.Errorf("ActiveHolds(none) = %v, %v", hs, err)
+		}
+		if hs, err := tx.HoldsToRecover(ctx, "ses-2"); err != nil || len(hs) != 0 {
+			t.Errorf("HoldsToRecover before release = %v, %v", hs, err)
+		}
+		return nil
+	})
+	// Released holds are no longer active; a released process_failed hold
+	// waits for its reconstruction.
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		interrupt.ReleasedAt, failed.ReleasedAt = ptr(at(73)), ptr(at(74))
+		wantOK(t, "UpdateHold(interrupt)", tx.UpdateHold(ctx, interrupt))
+		wantOK(t, "UpdateHold(failed)", tx.UpdateHold(ctx, failed))
+		wantErr(t, "UpdateHold(missing)", tx.UpdateHold(ctx, &store.Hold{ID: "hold-missing"}), store.ErrNotFound)
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		if hs, err := tx.ActiveHolds(ctx, []string{"ses-1", "ses-2", "ses-3"}); err != nil || len(hs) != 1 || hs[0].ID != other.ID {
+			t.Errorf("ActiveHolds after release = %v, %v", hs, err)
+		}
+		hs, err := tx.HoldsToRecover(ctx, "ses-2")
+		if err != nil {
+			t.Fatalf("HoldsToRecover: %v", err)
+		}
+		check(t, "HoldsToRecover", hs, []store.Hold{storedHold(*failed)})
+		if hs, err := tx.HoldsToRecover(ctx, "ses-1"); err != nil || len(hs) != 0 {
+			t.Errorf("HoldsToRecover of an interrupt hold = %v, %v", hs, err)
+		}
+		return nil
+	})
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		failed.RecoveredAt = ptr(at(75))
+		wantOK(t, "UpdateHold(recovered)", tx.UpdateHold(ctx, failed))
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		if hs, err := tx.HoldsToRecover(ctx, "ses-2"); err != nil || len(hs) != 0 {
+			t.Errorf("HoldsToRecover after recovery = %v, %v", hs, err)
+		}
+		got, err := tx.GetHold(ctx, failed.ID)
+		if err == nil {
+			check(t, "GetHold(recovered)", *got, storedHold(*failed))
 		}
 		return nil
 	})
