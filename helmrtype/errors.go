@@ -35,6 +35,7 @@ const (
 	CodeCallbackFailed        Code = "callback_failed"
 	CodeMessageRejected       Code = "message_rejected"
 	CodeCleanupFailed         Code = "cleanup_failed"
+	CodeCancelled             Code = "cancelled"
 	CodeUnavailable           Code = "unavailable"
 	CodeInternal              Code = "internal"
 

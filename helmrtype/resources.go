@@ -53,12 +53,45 @@ type TurnBrief struct {
 }
 
 // Hold pauses admission of a Session's queued Turns until released.
+// Hold kinds.
+const (
+	HoldInterrupt       = "interrupt"
+	HoldProcessFailed   = "process_failed"
+	HoldRecoveryGap     = "recovery_gap"
+	HoldStoragePressure = "storage_pressure"
+)
+
+// SessionControlReceipt answers a Session interrupt or resume: the control
+// is accepted (not yet converged), with the hold it placed or released.
+type SessionControlReceipt struct {
+	ID        string `json:"id"`
+	SessionID string `json:"session_id"`
+	Status    string `json:"status"`
+	HoldID    string `json:"hold_id"`
+}
+
+// SessionStatusReceipt answers a Session close or cancel with the
+// Session's status after the request.
+type SessionStatusReceipt struct {
+	SessionID string `json:"session_id"`
+	Status    string `json:"status"`
+}
+
+// ResumeRequest is the body of POST /v1/sessions/{id}/resume.
+type ResumeRequest struct {
+	HoldID         string `json:"hold_id"`
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+}
+
+// Hold is a hold on a Session or, inherited, on one of its ancestors.
 type Hold struct {
 	ID         *string   `json:"id"`
 	SessionID  *string   `json:"session_id"`
 	Kind       string    `json:"kind"`
 	CreatedAt  time.Time `json:"created_at"`
 	CanRelease bool      `json:"can_release"`
+	// Reason says why a process_failed or recovery_gap hold was placed.
+	Reason string `json:"reason,omitempty"`
 }
 
 // Session is a Session's current state, every field of the spec's table.
@@ -168,6 +201,12 @@ const (
 	EventProcessStopped   = "session.process_stopped"
 	EventProcessFailed    = "session.process_failed"
 	EventSessionDeadline  = "session.deadline"
+	EventSessionInterrupt = "session.interrupt"
+	EventSessionResume    = "session.resume"
+	EventSessionClose     = "session.close"
+	EventSessionClosed    = "session.closed"
+	EventSessionCancel    = "session.cancel"
+	EventSessionCancelled = "session.cancelled"
 	EventAskCreated       = "ask.created"
 	EventAskResponded     = "ask.responded"
 	EventAskCancelled     = "ask.cancelled"

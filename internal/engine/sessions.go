@@ -212,10 +212,16 @@ func (e *Engine) Enqueue(ctx context.Context, sessionID string, req helmrtype.En
 			switch {
 			case res != nil && wasIdle:
 				// The receipt shows the Turn as admitted (queued); the
-				// same transaction starts it on the idle process. An idle
-				// Session had nothing ahead of it.
-				if started, msgs, err = e.startTurnTx(ctx, tx, t, false); err != nil {
+				// same transaction starts it on the idle process, unless a
+				// hold applies. An idle Session had nothing ahead of it.
+				held, err := heldTx(ctx, tx, s)
+				if err != nil {
 					return nil, err
+				}
+				if !held {
+					if started, msgs, err = e.startTurnTx(ctx, tx, t, false); err != nil {
+						return nil, err
+					}
 				}
 			case res != nil:
 				if started, msgs, err = e.startNextTx(ctx, tx, sessionID); err != nil {
@@ -292,7 +298,15 @@ func (e *Engine) sessionViewTx(ctx context.Context, tx store.Tx, s *store.Sessio
 		ts := turnState(t)
 		initial = &ts
 	}
-	return sessionView(s, initial), nil
+	v := sessionView(s, initial)
+	hs, err := holdsTx(ctx, tx, s)
+	if err != nil {
+		return helmrtype.Session{}, err
+	}
+	for i := range hs {
+		v.Holds = append(v.Holds, holdView(&hs[i]))
+	}
+	return v, nil
 }
 
 // GetSession returns a Session's current state.

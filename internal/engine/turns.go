@@ -75,7 +75,21 @@ func (e *Engine) startNextTx(ctx context.Context, tx store.Tx, sessionID string)
 	if t.Status == helmrtype.TurnRunning {
 		return nil, nil, nil
 	}
+	if ok, err := e.startableTx(ctx, tx, sessionID); !ok || err != nil {
+		return nil, nil, err
+	}
 	return e.startTurnTx(ctx, tx, t, true)
+}
+
+// startableTx reports whether the Session's queued Turns may start: no
+// hold applies to it.
+func (e *Engine) startableTx(ctx context.Context, tx store.Tx, sessionID string) (bool, error) {
+	s, err := e.getSessionTx(ctx, tx, sessionID)
+	if err != nil {
+		return false, err
+	}
+	held, err := heldTx(ctx, tx, s)
+	return !held, err
 }
 
 // startTurnTx marks a queued Turn running and returns the messages already
@@ -222,8 +236,9 @@ func (e *Engine) SettleTurn(ctx context.Context, sessionID, turnID string, op in
 	var next *store.Turn
 	var msgs []store.Message
 	var settled *helmrtype.TurnState
+	var closed bool
 	err := e.store.Update(ctx, func(tx store.Tx) error {
-		next, msgs, settled = nil, nil, nil
+		next, msgs, settled, closed = nil, nil, nil, false
 		t, err := e.runningTurnTx(ctx, tx, sessionID, turnID)
 		if helmrtype.CodeOf(err) == helmrtype.CodeTurnSettled && op > 0 {
 			// A settle repeated after a reconnect, whose first try took
@@ -244,10 +259,11 @@ func (e *Engine) SettleTurn(ctx context.Context, sessionID, turnID string, op in
 		if op > 0 {
 			t.LastOp = op
 		}
-		queued, err := e.settleTx(ctx, tx, t, st)
+		queued, c, err := e.settleTx(ctx, tx, t, st)
 		if err != nil {
 			return err
 		}
+		closed = c
 		ts := turnState(t)
 		settled = &ts
 		if startNext && queued != nil {
@@ -260,14 +276,29 @@ func (e *Engine) SettleTurn(ctx context.Context, sessionID, turnID string, op in
 			e.turns.wake(turnID, settled)
 		}
 		e.wake(sessionID)
+		if closed {
+			e.afterClose(sessionID, helmrtype.SessionClosed)
+		}
 	}
 	return next, msgs, err
 }
 
 // settleTx records a running Turn's end and returns the Session's oldest
-// queued Turn (nil when none: the Session is idle from now).
-func (e *Engine) settleTx(ctx context.Context, tx store.Tx, t *store.Turn, st Settlement) (*store.Turn, error) {
+// queued Turn that may start (nil when none: the Session is idle from now,
+// or held), and whether the Session closed with it (a closing Session that
+// drained).
+func (e *Engine) settleTx(ctx context.Context, tx store.Tx, t *store.Turn, st Settlement) (*store.Turn, bool, error) {
 	now := e.Now()
+	if st.Status != helmrtype.TurnCompleted {
+		// A Turn of a cancelled Session settles cancelled.
+		s, err := e.getSessionTx(ctx, tx, t.SessionID)
+		if err != nil {
+			return nil, false, err
+		}
+		if s.Status == helmrtype.SessionClosed {
+			st = Settlement{Status: helmrtype.TurnCancelled, Error: &helmrtype.TurnError{Code: helmrtype.CodeCancelled, Message: "the session was cancelled"}}
+		}
+	}
 	t.Status, t.TerminalAt = st.Status, &now
 	data := map[string]any{}
 	if st.Status == helmrtype.TurnCompleted {
@@ -284,32 +315,42 @@ func (e *Engine) settleTx(ctx context.Context, tx store.Tx, t *store.Turn, st Se
 		data["error"] = st.Error
 	}
 	if err := tx.UpdateTurn(ctx, t); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if _, err := e.appendEvent(ctx, tx, t.SessionID, t.ID, helmrtype.TurnEventKind(st.Status), data, now); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	// Its waits end with it, and its pending questions are withdrawn.
 	if t.Waited {
 		if err := e.endTurnWaitsTx(ctx, tx, t, now); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	msgs, err := tx.PendingMessages(ctx, t.ID)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	for i := range msgs {
 		if err := e.rejectMessageTx(ctx, tx, &msgs[i], "turn_settled", "the turn settled before the message was delivered", now); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	// The Session is idle when nothing is queued behind this Turn.
 	next, err := tx.ActiveTurn(ctx, t.SessionID)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, tx.SetSessionIdleSince(ctx, t.SessionID, &now)
+		if err := tx.SetSessionIdleSince(ctx, t.SessionID, &now); err != nil {
+			return nil, false, err
+		}
+		closed, err := e.closeIfDrainedTx(ctx, tx, t.SessionID, now)
+		return nil, closed, err
 	}
-	return next, err
+	if err != nil {
+		return nil, false, err
+	}
+	if ok, err := e.startableTx(ctx, tx, t.SessionID); !ok || err != nil {
+		return nil, false, err
+	}
+	return next, false, nil
 }
 
 // FailRunningTurn settles the Session's running Turn, if any, when its
@@ -330,7 +371,7 @@ func (e *Engine) FailRunningTurn(ctx context.Context, sessionID, status string, 
 		if err != nil {
 			return err
 		}
-		_, err = e.settleTx(ctx, tx, t, Settlement{Status: status, Error: &helmrtype.TurnError{Code: code, Message: message}})
+		_, _, err = e.settleTx(ctx, tx, t, Settlement{Status: status, Error: &helmrtype.TurnError{Code: code, Message: message}})
 		ts := turnState(t)
 		settled = &ts
 		return err
@@ -371,7 +412,7 @@ func (e *Engine) Recover(ctx context.Context, live map[string]bool) ([]string, e
 			if live[running[i].SessionID] {
 				continue
 			}
-			if _, err := e.settleTx(ctx, tx, &running[i], Settlement{Status: helmrtype.TurnInterrupted, Error: &helmrtype.TurnError{
+			if _, _, err := e.settleTx(ctx, tx, &running[i], Settlement{Status: helmrtype.TurnInterrupted, Error: &helmrtype.TurnError{
 				Code: helmrtype.CodeExecutionLost, Message: "the control plane stopped while the turn ran; it is not replayed"}}); err != nil {
 				return err
 			}

@@ -103,6 +103,10 @@ func (s *Server) routes() {
 		"GET /v1/sessions/{id}/turns/{turn_id}/asks/{ask_id}":          s.getAsk,
 		"POST /v1/sessions/{id}/turns/{turn_id}/asks/{ask_id}/respond": s.respondAsk,
 		"GET /v1/tokens/{id}":                                          s.getToken,
+		"POST /v1/sessions/{id}/interrupt":                             s.interruptSession,
+		"POST /v1/sessions/{id}/resume":                                s.resumeSession,
+		"POST /v1/sessions/{id}/close":                                 s.closeSession,
+		"POST /v1/sessions/{id}/cancel":                                s.cancelSession,
 		"POST /v1/tokens/{id}/cancel":                                  s.cancelToken,
 	} {
 		s.mux.Handle(pattern, s.auth(h))
@@ -580,5 +584,55 @@ func (s *Server) cancelToken(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusOK, t)
+	return nil
+}
+
+func (s *Server) interruptSession(w http.ResponseWriter, r *http.Request) error {
+	var req helmrtype.ControlRequest
+	if err := decodeOptional(w, r, &req); err != nil {
+		return err
+	}
+	rec, err := s.eng.InterruptSession(r.Context(), r.PathValue("id"), req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, rec)
+	return nil
+}
+
+func (s *Server) resumeSession(w http.ResponseWriter, r *http.Request) error {
+	var req helmrtype.ResumeRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	rec, err := s.eng.ResumeSession(r.Context(), r.PathValue("id"), req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, rec)
+	return nil
+}
+
+func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) error {
+	return s.sessionStatusControl(w, r, s.eng.CloseSession)
+}
+
+func (s *Server) cancelSession(w http.ResponseWriter, r *http.Request) error {
+	return s.sessionStatusControl(w, r, s.eng.CancelSession)
+}
+
+// sessionStatusControl serves close and cancel: an optional body with an
+// idempotency key, answered with the Session's status.
+func (s *Server) sessionStatusControl(w http.ResponseWriter, r *http.Request,
+	do func(context.Context, string, helmrtype.ControlRequest) (*helmrtype.SessionStatusReceipt, error)) error {
+	var req helmrtype.ControlRequest
+	if err := decodeOptional(w, r, &req); err != nil {
+		return err
+	}
+	rec, err := do(r.Context(), r.PathValue("id"), req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, rec)
 	return nil
 }

@@ -140,6 +140,8 @@ type proc struct {
 	lastActive time.Time
 	idleTimer  *time.Timer
 	welcomed   bool // welcome was sent on the connection
+	// sessionClosed: the Session is closed; the process stops once idle.
+	sessionClosed bool
 	// recorded is closed once a new launch is recorded in the store and
 	// under the freezer: the process is welcomed (and runs init) only
 	// then, so that everything it does can survive a restart and be
@@ -786,7 +788,12 @@ func (s *Supervisor) started(p *proc, t *store.Turn, msgs []store.Message, err e
 		p.running = ""
 		again := p.recheck && err == nil
 		p.recheck = false
+		closed := p.sessionClosed
 		p.mu.Unlock()
+		if closed {
+			s.stopIdle(p)
+			return
+		}
 		if err != nil && s.ctx.Err() == nil {
 			s.log.Error("start turn", "session", p.sessionID, "err", err)
 		}
@@ -1195,4 +1202,29 @@ func (s *Supervisor) WaitResolved(sessionID, turnID, waitID string, o *helmrtype
 	p.mu.Unlock()
 	s.activity(p)
 	s.sendResolved(p, turnID, waitID, o)
+}
+
+// SessionClosed stops the closed Session's process once it is idle.
+func (s *Supervisor) SessionClosed(sessionID string) {
+	p := s.get(sessionID)
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	p.sessionClosed = true
+	p.mu.Unlock()
+	s.stopIdle(p)
+}
+
+// stopIdle asks an idle, ready process to shut down.
+func (s *Supervisor) stopIdle(p *proc) {
+	p.mu.Lock()
+	if p.state != stateReady || p.running != "" {
+		p.mu.Unlock()
+		return
+	}
+	p.state, p.expected = stateStopping, true
+	p.mu.Unlock()
+	s.activity(p)
+	s.send(p, &protocol.Msg{Type: protocol.TypeShutdown})
 }

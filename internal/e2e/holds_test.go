@@ -1,0 +1,189 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/engine"
+	"github.com/helmr-go/helmr/internal/store"
+)
+
+// child makes a Session owned by parent (the runtime MCP issue's spawn will
+// make these) and admits a Turn with input in it.
+func (p *plane) child(parent, input string) (sid, turnID string) {
+	p.t.Helper()
+	ctx := context.Background()
+	sid = engine.NewID()
+	err := p.cp.Store.Update(ctx, func(tx store.Tx) error {
+		s, err := tx.GetSession(ctx, parent)
+		if err != nil {
+			return err
+		}
+		s.ID, s.ParentSessionID, s.RequesterSessionID, s.Key, s.InitialTurnID, s.ComputerID = sid, parent, parent, "", "", ""
+		s.CreatedAt = time.Now()
+		return tx.InsertSession(ctx, s)
+	})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	var ts helmrtype.TurnState
+	p.must("POST", "/v1/sessions/"+sid+"/turns", helmrtype.EnqueueRequest{Input: text(input)}, &ts)
+	return sid, ts.ID
+}
+
+func (p *plane) session(sid string) helmrtype.Session {
+	p.t.Helper()
+	var s helmrtype.Session
+	p.must("GET", "/v1/sessions/"+sid, nil, &s)
+	return s
+}
+
+func (p *plane) turnStatus(sid, turnID string) string {
+	p.t.Helper()
+	var ts helmrtype.TurnState
+	p.must("GET", "/v1/sessions/"+sid+"/turns/"+turnID, nil, &ts)
+	return ts.Status
+}
+
+// Interrupt holds a Session and two levels of Sessions it owns: their
+// running Turns are interrupted, queued Turns wait, the hold shows on the
+// children as inherited, and only resume of that hold on its owner
+// releases them.
+func TestInterruptHoldsTheOwnedTree(t *testing.T) {
+	p := startPlane(t, "")
+	root := p.create("chat", text("root"))
+	rid := root.Session.ID
+	waitOutput(t, p, rid, "listening")
+	cid, cturn := p.child(rid, "child")
+	waitOutput(t, p, cid, "listening")
+	gid, gturn := p.child(cid, "grandchild")
+	waitOutput(t, p, gid, "listening")
+
+	var rec helmrtype.SessionControlReceipt
+	p.must("POST", "/v1/sessions/"+rid+"/interrupt", map[string]any{"idempotency_key": "int-1"}, &rec)
+	if rec.Status != "accepted" || rec.HoldID == "" || rec.SessionID != rid || rec.ID == "" {
+		t.Fatalf("interrupt receipt: %+v", rec)
+	}
+	for _, st := range []struct{ sid, turn string }{{rid, root.Turn.ID}, {cid, cturn}, {gid, gturn}} {
+		if o := p.wait(st.sid, st.turn); o.Status != "interrupted" {
+			t.Fatalf("running turn of %s after interrupt: %+v", st.sid, o)
+		}
+	}
+	// The grandchild shows the root's hold, inherited.
+	hs := p.session(gid).Holds
+	if len(hs) != 1 || hs[0].ID == nil || *hs[0].ID != rec.HoldID || *hs[0].SessionID != rid || hs[0].Kind != "interrupt" || !hs[0].CanRelease {
+		t.Fatalf("grandchild holds: %+v", hs)
+	}
+	// Queued work stays queued while held.
+	var queued helmrtype.TurnState
+	p.must("POST", "/v1/sessions/"+gid+"/turns", helmrtype.EnqueueRequest{Input: text("later")}, &queued)
+	time.Sleep(300 * time.Millisecond) // nothing may start it; there is no event to wait for
+	if st := p.turnStatus(gid, queued.ID); st != "queued" {
+		t.Fatalf("queued turn of a held session is %s", st)
+	}
+	// Resume of the inherited hold on the child is refused; a made-up hold
+	// is not found.
+	err := p.call("POST", "/v1/sessions/"+gid+"/resume", map[string]any{"hold_id": rec.HoldID}, nil)
+	if !errors.Is(err, helmrtype.CodeConflict) {
+		t.Fatalf("resume of an inherited hold on the child: %v", err)
+	}
+	if err := p.call("POST", "/v1/sessions/"+rid+"/resume", map[string]any{"hold_id": engine.NewID()}, nil); !errors.Is(err, helmrtype.CodeNotFound) {
+		t.Fatalf("resume of an unknown hold: %v", err)
+	}
+	var res helmrtype.SessionControlReceipt
+	p.must("POST", "/v1/sessions/"+rid+"/resume", map[string]any{"hold_id": rec.HoldID}, &res)
+	if res.HoldID != rec.HoldID || res.Status != "accepted" {
+		t.Fatalf("resume receipt: %+v", res)
+	}
+	waitOutput(t, p, gid, "listening") // the queued Turn runs now
+	if len(p.session(gid).Holds) != 0 {
+		t.Fatal("holds remain after resume")
+	}
+	// A stale hold is refused.
+	if err := p.call("POST", "/v1/sessions/"+rid+"/resume", map[string]any{"hold_id": rec.HoldID}, nil); !errors.Is(err, helmrtype.CodeConflict) {
+		t.Fatalf("resume of a released hold: %v", err)
+	}
+	for _, k := range []string{helmrtype.EventSessionInterrupt, helmrtype.EventSessionResume} {
+		if !hasEvent(p, rid, k) {
+			t.Errorf("no %s event", k)
+		}
+	}
+}
+
+// Close drains the queued Turns, then the Session is closed; it admits no
+// new Turn, and closing again changes nothing.
+func TestCloseDrainsQueuedTurns(t *testing.T) {
+	p := startPlane(t, "")
+	r := p.create("echo", text("sleep 300ms"))
+	sid := r.Session.ID
+	var q []helmrtype.TurnState
+	for _, in := range []string{"one", "two"} {
+		var ts helmrtype.TurnState
+		p.must("POST", "/v1/sessions/"+sid+"/turns", helmrtype.EnqueueRequest{Input: text(in)}, &ts)
+		q = append(q, ts)
+	}
+	var rec helmrtype.SessionStatusReceipt
+	p.must("POST", "/v1/sessions/"+sid+"/close", map[string]any{}, &rec)
+	if rec.Status != "closing" || rec.SessionID != sid {
+		t.Fatalf("close receipt: %+v", rec)
+	}
+	if err := p.call("POST", "/v1/sessions/"+sid+"/turns", helmrtype.EnqueueRequest{Input: text("three")}, nil); !errors.Is(err, helmrtype.CodeSessionClosed) {
+		t.Fatalf("enqueue to a closing session: %v", err)
+	}
+	for i, ts := range append([]helmrtype.TurnState{*r.Turn}, q...) {
+		if o := p.wait(sid, ts.ID); o.Status != "completed" {
+			t.Fatalf("turn %d while closing: %+v", i, o)
+		}
+	}
+	p.waitEvent(sid, helmrtype.EventSessionClosed)
+	if s := p.session(sid); s.Status != "closed" {
+		t.Fatalf("session after draining: %s", s.Status)
+	}
+	p.must("POST", "/v1/sessions/"+sid+"/close", map[string]any{}, &rec)
+	if rec.Status != "closed" {
+		t.Fatalf("close of a closed session: %+v", rec)
+	}
+	if !hasEvent(p, sid, helmrtype.EventSessionClose) {
+		t.Error("no session.close event")
+	}
+}
+
+// Cancel cancels the queued and running work of the Session and the
+// Sessions it owns, and closes them.
+func TestCancelTree(t *testing.T) {
+	p := startPlane(t, "")
+	root := p.create("chat", text("root"))
+	rid := root.Session.ID
+	waitOutput(t, p, rid, "listening")
+	var queued helmrtype.TurnState
+	p.must("POST", "/v1/sessions/"+rid+"/turns", helmrtype.EnqueueRequest{Input: text("queued")}, &queued)
+	cid, cturn := p.child(rid, "child")
+	waitOutput(t, p, cid, "listening")
+
+	var rec helmrtype.SessionStatusReceipt
+	p.must("POST", "/v1/sessions/"+rid+"/cancel", map[string]any{"idempotency_key": "cancel-1"}, &rec)
+	if rec.Status != "closed" {
+		t.Fatalf("cancel receipt: %+v", rec)
+	}
+	for _, st := range []struct{ sid, turn string }{{rid, root.Turn.ID}, {rid, queued.ID}, {cid, cturn}} {
+		if o := p.wait(st.sid, st.turn); o.Status != "cancelled" {
+			t.Fatalf("turn %s after cancel: %+v", st.turn, o)
+		}
+	}
+	for _, sid := range []string{rid, cid} {
+		if s := p.session(sid); s.Status != "closed" {
+			t.Fatalf("session %s after cancel: %s", sid, s.Status)
+		}
+		if !hasEvent(p, sid, helmrtype.EventSessionCancelled) {
+			t.Errorf("no session.cancelled event in %s", sid)
+		}
+	}
+	// Again: the same status, nothing changes.
+	p.must("POST", "/v1/sessions/"+rid+"/cancel", map[string]any{}, &rec)
+	if rec.Status != "closed" {
+		t.Fatalf("cancel of a closed session: %+v", rec)
+	}
+}

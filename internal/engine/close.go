@@ -1,0 +1,248 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/store"
+)
+
+// SessionCloser is told when a Session is closed, so that its idle process
+// can be stopped. The supervisor implements it.
+type SessionCloser interface {
+	SessionClosed(sessionID string)
+}
+
+// cancelQueuedTx cancels a Session's queued Turns.
+func (e *Engine) cancelQueuedTx(ctx context.Context, tx store.Tx, sessionID, why string, now time.Time) error {
+	for after := int64(0); ; {
+		page, err := tx.ListTurns(ctx, sessionID, after, 100)
+		if err != nil {
+			return err
+		}
+		for i := range page {
+			t := &page[i]
+			after = t.Sequence
+			if t.Status != helmrtype.TurnQueued {
+				continue
+			}
+			t.Status, t.TerminalAt = helmrtype.TurnCancelled, &now
+			t.ErrorCode, t.ErrorMessage = string(helmrtype.CodeCancelled), why
+			if err := tx.UpdateTurn(ctx, t); err != nil {
+				return err
+			}
+			if _, err := e.appendEvent(ctx, tx, sessionID, t.ID, helmrtype.EventTurnCancelled,
+				map[string]any{"error": helmrtype.TurnError{Code: helmrtype.CodeCancelled, Message: why}}, now); err != nil {
+				return err
+			}
+			msgs, err := tx.PendingMessages(ctx, t.ID)
+			if err != nil {
+				return err
+			}
+			for j := range msgs {
+				if err := e.rejectMessageTx(ctx, tx, &msgs[j], "turn_cancelled", why, now); err != nil {
+					return err
+				}
+			}
+		}
+		if len(page) < 100 {
+			return nil
+		}
+	}
+}
+
+// convergeCloseTx moves a closing Session on: held queued Turns cannot
+// drain and are cancelled; with no running or queued Turn left it is
+// closed. It reports whether it closed the Session.
+func (e *Engine) convergeCloseTx(ctx context.Context, tx store.Tx, sessionID string, now time.Time) error {
+	_, err := e.closeIfDrainedTx(ctx, tx, sessionID, now)
+	return err
+}
+
+func (e *Engine) closeIfDrainedTx(ctx context.Context, tx store.Tx, sessionID string, now time.Time) (bool, error) {
+	s, err := e.getSessionTx(ctx, tx, sessionID)
+	if err != nil || s.Status != helmrtype.SessionClosing {
+		return false, err
+	}
+	held, err := heldTx(ctx, tx, s)
+	if err != nil {
+		return false, err
+	}
+	if held {
+		if err := e.cancelQueuedTx(ctx, tx, sessionID, "the session is closing and its queued turns are held", now); err != nil {
+			return false, err
+		}
+	}
+	t, err := tx.ActiveTurn(ctx, sessionID)
+	if err == nil || !errors.Is(err, store.ErrNotFound) {
+		return false, err // work left to drain
+	}
+	s.Status = helmrtype.SessionClosed
+	if err := tx.UpdateSession(ctx, s); err != nil {
+		return false, err
+	}
+	_ = t
+	_, err = e.appendEvent(ctx, tx, sessionID, "", helmrtype.EventSessionClosed, nil, now)
+	return err == nil, err
+}
+
+// CloseSession stops new admission and lets the Session drain the work
+// that can run: queued Turns run in order unless a hold applies, in which
+// case they are cancelled; pending questions are cancelled. The Session is
+// closing until nothing is left, then closed. Closing a closing or closed
+// Session returns its status and changes nothing.
+func (e *Engine) CloseSession(ctx context.Context, sessionID string, req helmrtype.ControlRequest) (*helmrtype.SessionStatusReceipt, error) {
+	var out *helmrtype.SessionStatusReceipt
+	var rs []resolved
+	err := e.store.Update(ctx, func(tx store.Tx) error {
+		now := e.Now()
+		rs = nil
+		var err error
+		out, _, err = idempotent(ctx, tx, now, "sessions.close:"+sessionID, req.IdempotencyKey, req, func() (*helmrtype.SessionStatusReceipt, error) {
+			s, err := e.getSessionTx(ctx, tx, sessionID)
+			if err != nil {
+				return nil, err
+			}
+			if s.Status != helmrtype.SessionOpen {
+				return &helmrtype.SessionStatusReceipt{SessionID: sessionID, Status: s.Status}, nil
+			}
+			s.Status = helmrtype.SessionClosing
+			if err := tx.UpdateSession(ctx, s); err != nil {
+				return nil, err
+			}
+			if _, err := e.appendEvent(ctx, tx, sessionID, "", helmrtype.EventSessionClose, nil, now); err != nil {
+				return nil, err
+			}
+			if rs, err = e.cancelPendingAsksTx(ctx, tx, sessionID, "the session is closing", now); err != nil {
+				return nil, err
+			}
+			closed, err := e.closeIfDrainedTx(ctx, tx, sessionID, now)
+			if err != nil {
+				return nil, err
+			}
+			st := helmrtype.SessionClosing
+			if closed {
+				st = helmrtype.SessionClosed
+			}
+			return &helmrtype.SessionStatusReceipt{SessionID: sessionID, Status: st}, nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.announce(rs)
+	e.afterClose(sessionID, out.Status)
+	return out, nil
+}
+
+// afterClose wakes watchers and stops a closed Session's process.
+func (e *Engine) afterClose(sessionID, status string) {
+	e.wake(sessionID)
+	if status == helmrtype.SessionClosed {
+		if c, ok := e.notify().(SessionCloser); ok {
+			c.SessionClosed(sessionID)
+		}
+	}
+}
+
+// cancelPendingAsksTx cancels the pending questions of the Session's
+// running Turn, ending the waits on them.
+func (e *Engine) cancelPendingAsksTx(ctx context.Context, tx store.Tx, sessionID, why string, now time.Time) ([]resolved, error) {
+	t, err := tx.ActiveTurn(ctx, sessionID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && t.Status != helmrtype.TurnRunning) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	asks, err := tx.PendingAsks(ctx, t.ID)
+	if err != nil {
+		return nil, err
+	}
+	var rs []resolved
+	for i := range asks {
+		a := &asks[i]
+		a.Status, a.ResolvedAt = helmrtype.AskCancelled, &now
+		if err := tx.UpdateAsk(ctx, a); err != nil {
+			return nil, err
+		}
+		if _, err := e.appendEvent(ctx, tx, sessionID, t.ID, helmrtype.EventAskCancelled, map[string]any{"ask_id": a.ID, "reason": why}, now); err != nil {
+			return nil, err
+		}
+		r, err := e.resolveTargetTx(ctx, tx, a.ID, askOutcome(a), now)
+		if err != nil {
+			return nil, err
+		}
+		rs = append(rs, r...)
+	}
+	return rs, nil
+}
+
+// CancelSession cancels the work of the Session and every Session it owns:
+// queued Turns are cancelled, running Turns are asked to stop (they settle
+// cancelled), and each Session is closed. Cancelling a closed Session
+// returns its status and changes nothing.
+func (e *Engine) CancelSession(ctx context.Context, sessionID string, req helmrtype.ControlRequest) (*helmrtype.SessionStatusReceipt, error) {
+	var out *helmrtype.SessionStatusReceipt
+	var running []store.Turn
+	var closed []string
+	err := e.store.Update(ctx, func(tx store.Tx) error {
+		now := e.Now()
+		running, closed = nil, nil
+		var err error
+		out, _, err = idempotent(ctx, tx, now, "sessions.cancel:"+sessionID, req.IdempotencyKey, req, func() (*helmrtype.SessionStatusReceipt, error) {
+			s, err := e.getSessionTx(ctx, tx, sessionID)
+			if err != nil {
+				return nil, err
+			}
+			if s.Status == helmrtype.SessionClosed {
+				return &helmrtype.SessionStatusReceipt{SessionID: sessionID, Status: s.Status}, nil
+			}
+			if _, err := e.appendEvent(ctx, tx, sessionID, "", helmrtype.EventSessionCancel, nil, now); err != nil {
+				return nil, err
+			}
+			tree, err := treeTx(ctx, tx, sessionID)
+			if err != nil {
+				return nil, err
+			}
+			for _, id := range tree {
+				cs, err := e.getSessionTx(ctx, tx, id)
+				if err != nil {
+					return nil, err
+				}
+				if cs.Status == helmrtype.SessionClosed {
+					continue
+				}
+				if err := e.cancelQueuedTx(ctx, tx, id, "the session was cancelled", now); err != nil {
+					return nil, err
+				}
+				cs.Status = helmrtype.SessionClosed
+				if err := tx.UpdateSession(ctx, cs); err != nil {
+					return nil, err
+				}
+				if _, err := e.appendEvent(ctx, tx, id, "", helmrtype.EventSessionCancelled, nil, now); err != nil {
+					return nil, err
+				}
+				closed = append(closed, id)
+			}
+			if running, err = runningInTx(ctx, tx, tree); err != nil {
+				return nil, err
+			}
+			return &helmrtype.SessionStatusReceipt{SessionID: sessionID, Status: helmrtype.SessionClosed}, nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range running {
+		e.notify().TurnInterrupt(t.SessionID, t.ID)
+	}
+	for _, id := range closed {
+		e.afterClose(id, helmrtype.SessionClosed)
+	}
+	return out, nil
+}
