@@ -367,7 +367,10 @@ func TestFailedCleanupRetiresTheProcess(t *testing.T) {
 	if o.Status != "interrupted" || o.Error == nil || o.Error.Code != helmrtype.CodeCleanupFailed {
 		t.Fatalf("turn with a failing callback: %+v", o.Error)
 	}
-	// The queued Turn runs on a new process, never on the unusable one.
+	// The Session is held (process_failed); after resume the queued Turn
+	// runs on a new process, never on the unusable one.
+	p.waitEvent(r.Session.ID, "session.process_failed")
+	p.resumeHold(r.Session.ID, helmrtype.HoldProcessFailed)
 	o = p.wait(r.Session.ID, next.ID)
 	var res map[string]int
 	json.Unmarshal(o.Result, &res)

@@ -243,7 +243,12 @@ func TestInitFailureFailsEachTurnOnce(t *testing.T) {
 		p.must("POST", "/v1/sessions/"+r.Session.ID+"/turns", helmrtype.EnqueueRequest{Input: text(in)}, &ts)
 		more = append(more, ts)
 	}
-	for _, id := range []string{r.Turn.ID, more[0].ID, more[1].ID} {
+	// Each failed init costs the Turn it would have run and holds the
+	// Session (process_failed): no loop; a resume tries again.
+	for i, id := range []string{r.Turn.ID, more[0].ID, more[1].ID} {
+		if i > 0 {
+			p.resumeHold(r.Session.ID, helmrtype.HoldProcessFailed)
+		}
 		o := p.wait(r.Session.ID, id)
 		if o.Status != "failed" || !strings.Contains(o.Error.Message, "no credentials for the model") {
 			t.Fatalf("turn %s: %+v", id, o.Error)

@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -185,5 +188,87 @@ func TestCancelTree(t *testing.T) {
 	p.must("POST", "/v1/sessions/"+rid+"/cancel", map[string]any{}, &rec)
 	if rec.Status != "closed" {
 		t.Fatalf("cancel of a closed session: %+v", rec)
+	}
+}
+
+// resumeHold resumes the Session's one hold of kind, which must be there.
+func (p *plane) resumeHold(sid, kind string) {
+	p.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		for _, h := range p.session(sid).Holds {
+			if h.Kind == kind && h.ID != nil {
+				p.must("POST", "/v1/sessions/"+sid+"/resume", map[string]any{"hold_id": *h.ID}, nil)
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("no %s hold on session %s", kind, sid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// kill -9 of a session process mid-Turn: the Turn fails (never replayed),
+// the Session is held process_failed, and resume reconstructs the process.
+func TestKilledSessionProcessHoldsSession(t *testing.T) {
+	p := startPlane(t, "")
+	r := p.create("slow", text("x"))
+	sid := r.Session.ID
+	p.waitEvent(sid, "turn.output")
+	pid := sessionPID(t, p, sid)
+	var next helmrtype.TurnState
+	p.must("POST", "/v1/sessions/"+sid+"/turns", helmrtype.EnqueueRequest{Input: text("quick")}, &next)
+	syscall.Kill(pid, syscall.SIGKILL)
+	o := p.wait(sid, r.Turn.ID)
+	if o.Status != "failed" || o.Error.Code != helmrtype.CodeProcessExited || !strings.Contains(o.Error.Message, "killed") {
+		t.Fatalf("turn of a killed process: %+v %+v", o, o.Error)
+	}
+	hs := p.session(sid).Holds
+	if len(hs) != 1 || hs[0].Kind != helmrtype.HoldProcessFailed || !hs[0].CanRelease {
+		t.Fatalf("holds after kill -9: %+v", hs)
+	}
+	if st := p.turnStatus(sid, next.ID); st != "queued" {
+		t.Fatalf("queued turn is %s while held", st)
+	}
+	p.resumeHold(sid, helmrtype.HoldProcessFailed)
+	o = p.wait(sid, next.ID)
+	var res map[string]int
+	json.Unmarshal(o.Result, &res)
+	if o.Status != "completed" || res["pid"] == pid || res["pid"] == 0 {
+		t.Fatalf("turn after resume: %+v (killed pid %d)", o, pid)
+	}
+	runs := 0
+	for _, e := range p.events(sid) {
+		if e.Kind == "turn.running" && *e.TurnID == r.Turn.ID {
+			runs++
+		}
+	}
+	if runs != 1 {
+		t.Fatalf("the killed turn ran %d times", runs)
+	}
+}
+
+// An OnCancel callback that blocks past the cleanup period: the Turn
+// settles with cleanup_failed, the process tree is ended and the Session is
+// held process_failed.
+func TestBlockingOnCancelOverrunsCleanup(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out the 10 s cleanup period")
+	}
+	p := startPlane(t, "")
+	r := p.create("slow", text("blockcleanup"))
+	sid := r.Session.ID
+	p.waitEvent(sid, "turn.output")
+	pid := sessionPID(t, p, sid)
+	p.must("POST", "/v1/sessions/"+sid+"/turns/"+r.Turn.ID+"/interrupt", nil, nil)
+	o := p.wait(sid, r.Turn.ID)
+	if o.Status != "interrupted" || o.Error.Code != helmrtype.CodeCleanupFailed {
+		t.Fatalf("turn with a blocking OnCancel: %+v %+v", o, o.Error)
+	}
+	waitGone(t, pid)
+	p.resumeHold(sid, helmrtype.HoldProcessFailed)
+	if !hasEvent(p, sid, helmrtype.EventProcessFailed) {
+		t.Error("no session.process_failed event")
 	}
 }

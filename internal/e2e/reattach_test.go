@@ -96,6 +96,8 @@ func TestRestartAfterProcessDiedWhileDown(t *testing.T) {
 	if o.Status != "interrupted" || o.Error == nil || o.Error.Code != helmrtype.CodeExecutionLost {
 		t.Fatalf("turn whose process died while down: %+v", o)
 	}
+	// A recovery_gap hold until someone resumes.
+	p2.resumeHold(sid, helmrtype.HoldRecoveryGap)
 	waitOutput(t, p2, sid, "listening")
 	p2.must("POST", "/v1/sessions/"+sid+"/turns/"+queued.ID+"/messages", helmrtype.MessageRequest{Content: text("done")}, nil)
 	if o := p2.wait(sid, queued.ID); o.Status != "completed" {

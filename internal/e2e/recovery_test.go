@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -67,9 +68,22 @@ func TestCrashingProcessFailsTurn(t *testing.T) {
 		t.Fatalf("crash outcome: %+v", o.Error)
 	}
 	p.waitEvent(r.Session.ID, "session.process_failed")
+	// A process_failed hold keeps the next Turn queued until a resume,
+	// which starts a reconstructed process.
+	if st := p.turnStatus(r.Session.ID, next.ID); st != "queued" {
+		t.Fatalf("turn after the crash is %s before resume", st)
+	}
+	var rec helmrtype.TurnState
+	p.must("POST", "/v1/sessions/"+r.Session.ID+"/turns", helmrtype.EnqueueRequest{Input: text("recovery")}, &rec)
+	p.resumeHold(r.Session.ID, helmrtype.HoldProcessFailed)
 	o = p.wait(r.Session.ID, next.ID)
 	if o.Status != "completed" || o.Response.PlainText() != "after the crash" {
 		t.Fatalf("turn after crash: %+v", o)
+	}
+	var rv struct{ Kind, Reason string }
+	json.Unmarshal(p.wait(r.Session.ID, rec.ID).Result, &rv)
+	if rv.Kind != "reconstructed" || !strings.Contains(rv.Reason, "process_failed") || !strings.Contains(rv.Reason, "status 7") {
+		t.Fatalf("recovery after resume: %+v", rv)
 	}
 }
 

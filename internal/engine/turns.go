@@ -16,11 +16,19 @@ type Launch struct {
 	Binary   string
 	Agent    helmrtype.AgentManifest
 	Recovery string
+	// RecoveryReason says why a reconstructed process was started.
+	RecoveryReason string
 }
 
+// ErrHeld is returned by PrepareLaunch when a hold applies to the Session:
+// no process starts until it is resumed.
+var ErrHeld = errors.New("engine: the session is held")
+
 // PrepareLaunch assigns the Session a Computer when it has none and returns
-// what its process needs.
-func (e *Engine) PrepareLaunch(ctx context.Context, sessionID string) (*Launch, error) {
+// what its process needs; ErrHeld when a hold applies. For a process that
+// reattaches (reattach true) holds do not matter and nothing is
+// reconstructed.
+func (e *Engine) PrepareLaunch(ctx context.Context, sessionID string, reattach bool) (*Launch, error) {
 	var out *Launch
 	err := e.store.Update(ctx, func(tx store.Tx) error {
 		s, err := e.getSessionTx(ctx, tx, sessionID)
@@ -35,6 +43,14 @@ func (e *Engine) PrepareLaunch(ctx context.Context, sessionID string) (*Launch, 
 		if !ok {
 			return notFound("agent", s.Agent)
 		}
+		if !reattach {
+			if held, err := heldTx(ctx, tx, s); err != nil || held {
+				if held {
+					return ErrHeld
+				}
+				return err
+			}
+		}
 		if s.ComputerID == "" {
 			s.ComputerID = NewID()
 			if err := tx.UpdateSession(ctx, s); err != nil {
@@ -42,6 +58,25 @@ func (e *Engine) PrepareLaunch(ctx context.Context, sessionID string) (*Launch, 
 			}
 		}
 		out = &Launch{Session: *s, Binary: dep.row.BinaryPath, Agent: *a, Recovery: "initial"}
+		if reattach {
+			return nil
+		}
+		// A launch after a resumed process_failed or recovery_gap hold is
+		// a reconstruction: init runs again, and the process is told why.
+		hs, err := tx.HoldsToRecover(ctx, sessionID)
+		if err != nil {
+			return err
+		}
+		now := e.Now()
+		for i := range hs {
+			h := &hs[i]
+			out.Recovery = "reconstructed"
+			out.RecoveryReason = "resumed after a " + h.Kind + " hold: " + h.Reason
+			h.RecoveredAt = &now
+			if err := tx.UpdateHold(ctx, h); err != nil {
+				return err
+			}
+		}
 		return nil
 	})
 	return out, err
@@ -355,13 +390,22 @@ func (e *Engine) settleTx(ctx context.Context, tx store.Tx, t *store.Turn, st Se
 
 // FailRunningTurn settles the Session's running Turn, if any, when its
 // process is gone, and records the process's end. status is failed, or
-// interrupted for a Turn whose cancellation did not drain.
-func (e *Engine) FailRunningTurn(ctx context.Context, sessionID, status string, code helmrtype.Code, message string) error {
+// interrupted for a Turn whose cancellation did not drain. With hold (a
+// hold kind) the same transaction places that hold on the Session.
+func (e *Engine) FailRunningTurn(ctx context.Context, sessionID, status string, code helmrtype.Code, message, hold string) error {
 	var settled *helmrtype.TurnState
 	err := e.store.Update(ctx, func(tx store.Tx) error {
 		settled = nil
 		now := e.Now()
-		if _, err := e.appendEvent(ctx, tx, sessionID, "", helmrtype.EventProcessFailed, map[string]any{"error": helmrtype.TurnError{Code: code, Message: message}}, now); err != nil {
+		data := map[string]any{"error": helmrtype.TurnError{Code: code, Message: message}}
+		if hold != "" {
+			h, err := e.placeHoldTx(ctx, tx, sessionID, hold, message, now)
+			if err != nil {
+				return err
+			}
+			data["hold_id"] = h.ID
+		}
+		if _, err := e.appendEvent(ctx, tx, sessionID, "", helmrtype.EventProcessFailed, data, now); err != nil {
 			return err
 		}
 		t, err := tx.ActiveTurn(ctx, sessionID)
@@ -412,8 +456,12 @@ func (e *Engine) Recover(ctx context.Context, live map[string]bool) ([]string, e
 			if live[running[i].SessionID] {
 				continue
 			}
+			const lost = "the control plane stopped while the turn ran; it is not replayed"
 			if _, _, err := e.settleTx(ctx, tx, &running[i], Settlement{Status: helmrtype.TurnInterrupted, Error: &helmrtype.TurnError{
-				Code: helmrtype.CodeExecutionLost, Message: "the control plane stopped while the turn ran; it is not replayed"}}); err != nil {
+				Code: helmrtype.CodeExecutionLost, Message: lost}}); err != nil {
+				return err
+			}
+			if _, err := e.placeHoldTx(ctx, tx, running[i].SessionID, helmrtype.HoldRecoveryGap, lost, e.Now()); err != nil {
 				return err
 			}
 		}

@@ -123,6 +123,7 @@ type proc struct {
 	expected  bool   // the process was asked to stop
 	killed    bool   // kill was asked, maybe before the process existed
 	initError string // init failed with this message
+	retired   string // why the process was retired (a Turn's cleanup failed)
 	// drainKilled is set when the cleanup timer ended the process.
 	drainKilled bool
 	// While a start is in flight (running is "-"), interrupts and messages
@@ -259,7 +260,7 @@ func (s *Supervisor) get(sessionID string) *proc {
 func (s *Supervisor) start(p *proc, token string) {
 	defer s.wg.Done()
 	ctx := s.ctx
-	l, err := s.eng.PrepareLaunch(ctx, p.sessionID)
+	l, err := s.eng.PrepareLaunch(ctx, p.sessionID, false)
 	if err == nil {
 		p.mu.Lock()
 		p.launch = l
@@ -289,11 +290,20 @@ func (s *Supervisor) start(p *proc, token string) {
 			}
 		}
 	}
+	if errors.Is(err, engine.ErrHeld) {
+		// Held: no process until a resume asks for one.
+		close(p.recorded)
+		s.forget(p)
+		return
+	}
 	if err != nil {
 		close(p.recorded)
 		s.log.Error("launch session process", "session", p.sessionID, "err", err)
 		s.forget(p)
-		s.failNext(p.sessionID, fmt.Sprintf("the session process could not start: %v", err))
+		// Nothing runs until someone looks: a process_failed hold, not a
+		// launch loop.
+		msg := fmt.Sprintf("the session process could not start: %v", err)
+		s.eng.FailRunningTurn(context.Background(), p.sessionID, helmrtype.TurnFailed, helmrtype.CodeProcessExited, msg, helmrtype.HoldProcessFailed)
 		return
 	}
 	s.log.Debug("session process started", "session", p.sessionID)
@@ -352,19 +362,6 @@ func (s *Supervisor) forget(p *proc) {
 	s.mu.Unlock()
 }
 
-// failNext fails the oldest queued Turn when a process could not run it, so
-// that a broken binary costs one Turn per attempt, never a loop.
-func (s *Supervisor) failNext(sessionID, msg string) {
-	ctx := context.Background()
-	t, _, err := s.eng.StartNextTurn(ctx, sessionID)
-	if err != nil || t == nil {
-		return
-	}
-	s.eng.SettleTurn(ctx, sessionID, t.ID, 0, engine.Settlement{Status: helmrtype.TurnFailed,
-		Error: &helmrtype.TurnError{Code: helmrtype.CodeProcessExited, Message: msg}}, false)
-	s.SessionWork(sessionID)
-}
-
 func (s *Supervisor) exited(p *proc) {
 	// Messages the process sent before it ended are still in the socket:
 	// let the connection drain first, so that its last words (init.failed,
@@ -385,6 +382,7 @@ func (s *Supervisor) exited(p *proc) {
 	drainKilled := p.drainKilled
 	expected := p.expected
 	initError := p.initError
+	retired := p.retired
 	p.stopTimers()
 	conn := p.conn
 	p.mu.Unlock()
@@ -399,6 +397,10 @@ func (s *Supervisor) exited(p *proc) {
 	if err := p.process.Err(); err != nil {
 		why = err.Error()
 	}
+	// A process that ends other than by an orderly stop places a hold on
+	// its Session: nothing more runs there until a resume, which starts a
+	// reconstructed process. Its running Turn is never replayed.
+	failed := helmrtype.HoldProcessFailed
 	switch {
 	case s.isClosing() && running == "":
 		// Shutting down: queued work stays queued for the next start.
@@ -407,20 +409,16 @@ func (s *Supervisor) exited(p *proc) {
 		// ran is lost.
 		s.log.Warn("session process did not reattach", "session", p.sessionID, "why", why)
 		s.eng.FailRunningTurn(ctx, p.sessionID, helmrtype.TurnInterrupted, helmrtype.CodeExecutionLost,
-			"the control plane restarted and the session process did not reattach; the turn is not replayed")
-		s.relaunchIfWork(p.sessionID)
+			"the control plane restarted and the session process did not reattach; the turn is not replayed", helmrtype.HoldRecoveryGap)
 	case initError != "":
-		// init failed: the Turn that would have run failed with its error;
-		// the next queued Turn gets a new process, which runs init again.
-		s.eng.FailRunningTurn(ctx, p.sessionID, helmrtype.TurnFailed, helmrtype.CodeHandlerFailed, initError)
-		s.relaunchIfWork(p.sessionID)
-	case expected && running == "":
+		// init failed: the Turn that would have run failed with its error.
+		s.eng.FailRunningTurn(ctx, p.sessionID, helmrtype.TurnFailed, helmrtype.CodeHandlerFailed, initError, failed)
+	case expected && running == "" && retired == "":
 		s.eng.ProcessStopped(ctx, p.sessionID, "stopped")
 		s.relaunchIfWork(p.sessionID)
 	case !wasReady:
 		s.log.Warn("session process ended before it was ready", "session", p.sessionID, "why", why)
-		s.eng.FailRunningTurn(ctx, p.sessionID, helmrtype.TurnFailed, helmrtype.CodeProcessExited, why+" before it was ready")
-		s.failNext(p.sessionID, why+" before it was ready")
+		s.eng.FailRunningTurn(ctx, p.sessionID, helmrtype.TurnFailed, helmrtype.CodeProcessExited, why+" before it was ready", failed)
 	default:
 		status, code, msg := helmrtype.TurnFailed, helmrtype.CodeProcessExited, why
 		switch {
@@ -431,12 +429,15 @@ func (s *Supervisor) exited(p *proc) {
 			msg = "the turn did not drain within the cleanup period; " + why
 		case running != "":
 			msg = why + " while the turn ran"
+		case retired != "":
+			code, msg = helmrtype.CodeCleanupFailed, retired
 		}
 		s.log.Warn("session process ended", "session", p.sessionID, "why", why)
-		s.eng.FailRunningTurn(ctx, p.sessionID, status, code, msg)
-		if !s.isClosing() {
-			s.relaunchIfWork(p.sessionID)
+		hold := failed
+		if s.isClosing() {
+			hold = "" // a shutdown, not a failure of the Session
 		}
+		s.eng.FailRunningTurn(ctx, p.sessionID, status, code, msg, hold)
 	}
 }
 
@@ -634,7 +635,7 @@ func (s *Supervisor) handle(ctx context.Context, p *proc, m *protocol.Msg) {
 		}
 		w := &protocol.Welcome{Agent: l.Session.Agent, SessionID: l.Session.ID, SessionKey: l.Session.Key,
 			ParentID: l.Session.ParentSessionID, ComputerID: l.Session.ComputerID, DeploymentID: l.Session.DeploymentID,
-			Recovery: protocol.Recovery{Kind: l.Recovery}, ServerTime: time.Now().UTC()}
+			Recovery: protocol.Recovery{Kind: l.Recovery, Reason: l.RecoveryReason}, ServerTime: time.Now().UTC()}
 		s.send(p, &protocol.Msg{Type: protocol.TypeWelcome, Welcome: w})
 	case protocol.TypeReady:
 		p.mu.Lock()
@@ -699,6 +700,7 @@ func (s *Supervisor) handle(ctx context.Context, p *proc, m *protocol.Msg) {
 			}
 		}
 		if retire && p.state == stateReady {
+			p.retired = "a turn's cleanup failed; the session process was retired (" + m.Error.Message + ")"
 			p.state = stateStopping
 			p.retireTimer = time.AfterFunc(retireGrace, p.kill)
 		}
@@ -809,8 +811,8 @@ func (s *Supervisor) started(p *proc, t *store.Turn, msgs []store.Message, err e
 		p.running = ""
 		p.mu.Unlock()
 		ctx := context.Background()
-		s.eng.FailRunningTurn(ctx, p.sessionID, helmrtype.TurnFailed, helmrtype.CodeProcessExited, "the session process exited as the turn started")
-		s.relaunchIfWork(p.sessionID)
+		s.eng.FailRunningTurn(ctx, p.sessionID, helmrtype.TurnFailed, helmrtype.CodeProcessExited,
+			"the session process exited as the turn started", helmrtype.HoldProcessFailed)
 		return
 	}
 	p.running = t.ID
@@ -995,7 +997,7 @@ func (s *Supervisor) reattach(ctx context.Context, p *proc, r *protocol.Resume) 
 	if r == nil {
 		r = &protocol.Resume{}
 	}
-	l, err := s.eng.PrepareLaunch(ctx, p.sessionID)
+	l, err := s.eng.PrepareLaunch(ctx, p.sessionID, true)
 	var t *store.Turn
 	if err == nil {
 		t, err = s.eng.RunningTurn(ctx, p.sessionID)
@@ -1051,7 +1053,7 @@ func (s *Supervisor) reattach(ctx context.Context, p *proc, r *protocol.Resume) 
 	s.log.Info("session process reattached", "session", p.sessionID, "turn", r.TurnID)
 	w := &protocol.Welcome{Agent: l.Session.Agent, SessionID: l.Session.ID, SessionKey: l.Session.Key,
 		ParentID: l.Session.ParentSessionID, ComputerID: l.Session.ComputerID, DeploymentID: l.Session.DeploymentID,
-		Recovery: protocol.Recovery{Kind: l.Recovery}, ServerTime: time.Now().UTC()}
+		Recovery: protocol.Recovery{Kind: l.Recovery, Reason: l.RecoveryReason}, ServerTime: time.Now().UTC()}
 	s.send(p, &protocol.Msg{Type: protocol.TypeWelcome, Welcome: w})
 	s.activity(p)
 	switch {

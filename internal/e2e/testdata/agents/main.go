@@ -31,6 +31,8 @@ var echo = helmr.Agent(helmr.AgentSpec[text, map[string]any, struct{}]{ID: "echo
 			return nil, errors.New("boom: the handler failed")
 		case "panic":
 			panic("kaboom")
+		case "recovery":
+			return map[string]any{"kind": ac.Recovery.Kind, "reason": ac.Recovery.Reason}, nil
 		case "empty":
 			if _, err := t.Output.Write(ctx, helmr.Content{}); err != nil {
 				return nil, err
@@ -202,6 +204,9 @@ var slow = helmr.Agent(helmr.AgentSpec[text, map[string]int, struct{}]{ID: "slow
 		cleanup := func(cctx context.Context, reason error) error {
 			if in == "failcleanup" {
 				return errors.New("could not stop the tool")
+			}
+			if in == "blockcleanup" {
+				select {} // a callback that never returns
 			}
 			_, err := t.Output.Write(cctx, "cleanup ran: "+reason.Error())
 			return err
