@@ -272,3 +272,37 @@ func TestBlockingOnCancelOverrunsCleanup(t *testing.T) {
 		t.Error("no session.process_failed event")
 	}
 }
+
+func TestSessionControlsCLI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the helmr binary")
+	}
+	p := startPlane(t, "")
+	api := &server{url: p.url, key: p.key}
+	r := p.create("chat", text("hi"))
+	sid := r.Session.ID
+	waitOutput(t, p, sid, "listening")
+	out, errOut, code := api.cli(t, "session", "interrupt", sid, "--json")
+	var rec helmrtype.SessionControlReceipt
+	if json.Unmarshal([]byte(out), &rec); code != 0 || rec.HoldID == "" {
+		t.Fatalf("session interrupt: exit %d %s %s", code, out, errOut)
+	}
+	if o := p.wait(sid, r.Turn.ID); o.Status != "interrupted" {
+		t.Fatalf("turn after interrupt: %+v", o)
+	}
+	if out, _, code := api.cli(t, "session", "get", sid); code != 0 || !strings.Contains(out, "interrupt "+rec.HoldID) {
+		t.Fatalf("session get shows no hold: exit %d %s", code, out)
+	}
+	if out, _, code := api.cli(t, "session", "resume", sid, "--hold", rec.HoldID); code != 0 || !strings.Contains(out, "released") {
+		t.Fatalf("session resume: exit %d %s", code, out)
+	}
+	if _, _, code := api.cli(t, "session", "resume", sid, "--hold", rec.HoldID); code != 4 {
+		t.Fatalf("resume of a released hold: exit %d, want 4", code)
+	}
+	if out, _, code := api.cli(t, "session", "close", sid); code != 0 || !strings.Contains(out, "closed") {
+		t.Fatalf("session close: exit %d %s", code, out)
+	}
+	if out, _, code := api.cli(t, "session", "cancel", sid); code != 0 || !strings.Contains(out, "closed") {
+		t.Fatalf("session cancel of a closed session: exit %d %s", code, out)
+	}
+}

@@ -1,5 +1,6 @@
 // Package session holds the helmr session commands: create, get, list,
-// enqueue and events, and the "session turn" commands in package turn.
+// enqueue, events, interrupt, resume, close and cancel, and the "session
+// turn" commands in package turn.
 package session
 
 import (
@@ -15,6 +16,9 @@ func New(g *clienv.Globals) *cobra.Command {
 		Use:   "session",
 		Short: "Create, inspect and follow Sessions",
 	})
-	cmd.AddCommand(newCreate(g), newGet(g), newList(g), newEnqueue(g), newEvents(g), turn.New(g))
+	cmd.AddCommand(newCreate(g), newGet(g), newList(g), newEnqueue(g), newEvents(g), turn.New(g),
+		newInterrupt(g), newResume(g),
+		newStatusControl(g, "close", "Stop admitting Turns and let the Session drain; it is closed when nothing is left"),
+		newStatusControl(g, "cancel", "Cancel the queued and running work of the Session and the Sessions it owns, and close them"))
 	return cmd
 }
