@@ -65,6 +65,42 @@ type ControlPlane struct {
 	protoLn  net.Listener
 	protoSrv *http.Server
 	apiSrv   *http.Server
+
+	stopSweep context.CancelFunc
+	sweepDone chan struct{}
+}
+
+// sweepInterval is how often idle Sessions are checked against their
+// closeAfterIdle.
+const sweepInterval = 30 * time.Second
+
+// sweepIdle closes Sessions idle past their closeAfterIdle, now and then
+// every sweepInterval, until ctx ends.
+func (cp *ControlPlane) sweepIdle(ctx context.Context) {
+	defer close(cp.sweepDone)
+	t := time.NewTicker(sweepInterval)
+	defer t.Stop()
+	for {
+		if n, err := cp.Engine.SweepIdle(ctx); err != nil && ctx.Err() == nil {
+			cp.log.Error("close idle sessions", "err", err)
+		} else if n > 0 {
+			cp.log.Info("closed idle sessions", "count", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// stopSweeping ends the idle sweep.
+func (cp *ControlPlane) stopSweeping() {
+	if cp.stopSweep != nil {
+		cp.stopSweep()
+		<-cp.sweepDone
+		cp.stopSweep = nil
+	}
 }
 
 // Open opens the store, recovers from a previous run and starts the
@@ -127,6 +163,10 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		cp.Close(ctx)
 		return nil, err
 	}
+	cp.sweepDone = make(chan struct{})
+	sctx, stop := context.WithCancel(context.Background())
+	cp.stopSweep = stop
+	go cp.sweepIdle(sctx)
 	return cp, nil
 }
 
@@ -195,6 +235,7 @@ func (cp *ControlPlane) Detach(ctx context.Context) error {
 	if cp.apiSrv != nil {
 		cp.apiSrv.Close()
 	}
+	cp.stopSweeping()
 	cp.Supervisor.Detach()
 	cp.protoSrv.Close()
 	cp.Engine.Close()
@@ -209,6 +250,7 @@ func (cp *ControlPlane) Close(ctx context.Context) error {
 	if cp.apiSrv != nil {
 		cp.apiSrv.Close()
 	}
+	cp.stopSweeping()
 	cp.Supervisor.Close(shut)
 	cp.protoSrv.Close()
 	cp.Engine.Close()

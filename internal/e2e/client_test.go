@@ -85,7 +85,7 @@ func TestGoClientAgainstServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	page, err := c.Agents.List(ctx, helmrclient.AgentListOptions{})
-	if err != nil || len(page.Agents) != 9 {
+	if err != nil || len(page.Agents) != 10 {
 		t.Fatalf("agents: %v %+v", err, page)
 	}
 	info, _ := c.Agents.Get(ctx, "typed", helmrclient.AgentGetOptions{})

@@ -246,3 +246,78 @@ func (e *Engine) CancelSession(ctx context.Context, sessionID string, req helmrt
 	}
 	return out, nil
 }
+
+// SweepIdle closes every open Session that has been idle (no queued or
+// running Turn) for its closeAfterIdle, by the engine's clock, and returns
+// how many it closed. The control plane runs it periodically; with an
+// injected clock tests run it after moving the clock.
+func (e *Engine) SweepIdle(ctx context.Context) (int, error) {
+	now := e.Now()
+	var due []string
+	err := e.store.View(ctx, func(tx store.Tx) error {
+		for after := ""; ; {
+			page, err := tx.ListSessions(ctx, store.SessionFilter{Statuses: []string{helmrtype.SessionOpen}, AfterID: after, Limit: 100})
+			if err != nil {
+				return err
+			}
+			for _, s := range page {
+				after = s.ID
+				if s.IdleSince == nil {
+					continue
+				}
+				d, never, err := helmrtype.ParseRetention(s.CloseAfterIdle)
+				if err == nil && !never && !now.Before(s.IdleSince.Add(d)) {
+					due = append(due, s.ID)
+				}
+			}
+			if len(page) < 100 {
+				return nil
+			}
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, id := range due {
+		closed, err := e.closeIdle(ctx, id, now)
+		if err != nil {
+			return n, err
+		}
+		if closed {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// closeIdle closes one Session that is still open and idle past its
+// closeAfterIdle (checked again in the transaction).
+func (e *Engine) closeIdle(ctx context.Context, sessionID string, now time.Time) (bool, error) {
+	var closed bool
+	err := e.store.Update(ctx, func(tx store.Tx) error {
+		closed = false
+		s, err := e.getSessionTx(ctx, tx, sessionID)
+		if err != nil || s.Status != helmrtype.SessionOpen || s.IdleSince == nil {
+			return err
+		}
+		d, never, err := helmrtype.ParseRetention(s.CloseAfterIdle)
+		if err != nil || never || now.Before(s.IdleSince.Add(d)) {
+			return nil
+		}
+		s.Status = helmrtype.SessionClosing
+		if err := tx.UpdateSession(ctx, s); err != nil {
+			return err
+		}
+		if _, err := e.appendEvent(ctx, tx, sessionID, "", helmrtype.EventSessionClose,
+			map[string]any{"reason": "close_after_idle", "close_after_idle": s.CloseAfterIdle}, now); err != nil {
+			return err
+		}
+		closed, err = e.closeIfDrainedTx(ctx, tx, sessionID, now)
+		return err
+	})
+	if err == nil && closed {
+		e.afterClose(sessionID, helmrtype.SessionClosed)
+	}
+	return closed, err
+}

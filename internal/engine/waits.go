@@ -311,12 +311,15 @@ func (e *Engine) endTurnWaitsTx(ctx context.Context, tx store.Tx, t *store.Turn,
 	return nil
 }
 
-// RecordWaitEvent records a wait's suspension or wake in the timeline.
-func (e *Engine) RecordWaitEvent(ctx context.Context, sessionID, turnID, kind string, waitIDs []string) error {
+// RecordWaitEvent records a suspension or wake in the timeline: of a
+// Turn's waits (waitIDs), or, without any, of an idle process (idle says
+// why: "receive" for an Actor waiting in Receive, "hibernate" for
+// hibernateAfterIdle).
+func (e *Engine) RecordWaitEvent(ctx context.Context, sessionID, turnID, kind string, waitIDs []string, idle string) error {
 	err := e.store.Update(ctx, func(tx store.Tx) error {
 		data := map[string]any{"wait_ids": waitIDs}
 		if len(waitIDs) == 0 {
-			data = map[string]any{"receive": true} // an Actor idle in Receive
+			data = map[string]any{"idle": idle}
 		}
 		_, err := e.appendEvent(ctx, tx, sessionID, turnID, kind, data, e.Now())
 		return err

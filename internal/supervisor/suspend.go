@@ -32,8 +32,10 @@ func (s *Supervisor) activity(p *proc) {
 	p.frozen = false
 	h, turn := p.freeze, p.running
 	var ids []string
+	var idleWhy string
 	if wasFrozen {
 		ids = slices.Sorted(maps.Keys(p.waits))
+		idleWhy = p.idleWhy()
 	}
 	s.armIdle(p)
 	p.mu.Unlock()
@@ -43,7 +45,7 @@ func (s *Supervisor) activity(p *proc) {
 		if err := h.Thaw(ctx); err != nil {
 			s.log.Error("thaw session process", "session", p.sessionID, "err", err)
 		}
-		s.eng.RecordWaitEvent(ctx, p.sessionID, turn, helmrtype.EventWaitResumed, ids)
+		s.eng.RecordWaitEvent(ctx, p.sessionID, turn, helmrtype.EventWaitResumed, ids, idleWhy)
 	}
 }
 
@@ -63,18 +65,38 @@ func (s *Supervisor) armIdle(p *proc) {
 	}
 }
 
-// idleFor is how long the process stays hot in its current wait: the
-// longest idle timeout of its open waits, or an idle Actor's; ok is false
-// when it does not wait. p.mu is held.
+// idleFor is how long the process stays hot in its current state: the
+// longest idle timeout of its open waits; for an idle process (ready, no
+// Turn) the shorter of an Actor's idle timeout and the Session's
+// hibernateAfterIdle. ok is false when it may not be suspended. p.mu is
+// held.
 func (p *proc) idleFor() (idle time.Duration, ok bool) {
 	for _, d := range p.waits {
 		idle, ok = max(idle, d), true
 	}
-	if !ok && p.running == "" && p.state == stateReady && p.launch != nil && p.launch.Agent.Actor {
+	if ok || p.running != "" || p.state != stateReady || p.launch == nil {
+		return idle, ok
+	}
+	if p.launch.Agent.Actor {
 		idle, _ = helmrtype.ParseIdleTimeout(p.launch.Agent.IdleTimeout) // checked with the manifest
-		return idle, true
+		ok = true
+	}
+	if h, never, err := helmrtype.ParseRetention(p.launch.Session.HibernateAfterIdle); err == nil && !never && (!ok || h < idle) {
+		idle, ok = h, true
 	}
 	return idle, ok
+}
+
+// idleWhy names what an idle process waits in: "" with open waits,
+// "receive" for an Actor, else "hibernate". p.mu is held.
+func (p *proc) idleWhy() string {
+	switch {
+	case len(p.waits) > 0:
+		return ""
+	case p.launch != nil && p.launch.Agent.Actor:
+		return "receive"
+	}
+	return "hibernate"
 }
 
 // maybeSuspend freezes the process when it still waits and has been quiet
@@ -101,6 +123,7 @@ func (s *Supervisor) maybeSuspend(p *proc) {
 	p.frozen = true
 	h, turn := p.freeze, p.running
 	ids := slices.Sorted(maps.Keys(p.waits))
+	why := p.idleWhy()
 	p.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -113,7 +136,7 @@ func (s *Supervisor) maybeSuspend(p *proc) {
 		return
 	}
 	s.log.Debug("session process suspended", "session", p.sessionID, "waits", ids)
-	s.eng.RecordWaitEvent(ctx, p.sessionID, turn, helmrtype.EventWaitSuspended, ids)
+	s.eng.RecordWaitEvent(ctx, p.sessionID, turn, helmrtype.EventWaitSuspended, ids, why)
 }
 
 // Suspended reports whether the Session's process is frozen now.

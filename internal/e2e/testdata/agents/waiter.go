@@ -132,3 +132,11 @@ var counter = helmr.Agent(helmr.AgentSpec[text, map[string]any, int64]{ID: "coun
 			t.Complete(map[string]any{"n": n, "pid": os.Getpid(), "init": ac.InitResult})
 		}
 	}})
+
+// sleepy hibernates 100 ms after its Session goes idle; it reports its
+// process and how many times init ran.
+var sleepy = helmr.Agent(helmr.AgentSpec[text, map[string]any, int64]{ID: "sleepy", Template: box, HibernateAfterIdle: "100ms",
+	Init: func(ctx context.Context, ic *helmr.InitContext) (int64, error) { return inits.Add(1), nil },
+	Turn: func(ctx context.Context, t *helmr.Turn[text], ac *helmr.AgentContext[int64]) (map[string]any, error) {
+		return map[string]any{"pid": os.Getpid(), "init": ac.InitResult}, nil
+	}})
