@@ -96,11 +96,21 @@ func sessionPID(t *testing.T, p *plane, sessionID string) int {
 	if s.ComputerID == nil {
 		t.Fatal("session has no computer")
 	}
-	want := "HOME=" + filepath.Join(p.dataDir, "computers", *s.ComputerID, "workspace")
+	if pid := pidWithHome(p.dataDir, *s.ComputerID); pid != 0 {
+		return pid
+	}
+	t.Fatalf("no process of computer %s", *s.ComputerID)
+	return 0
+}
+
+// pidWithHome finds the live session process of a Computer by the HOME its
+// launcher sets, 0 when there is none.
+func pidWithHome(dataDir, computerID string) int {
+	want := "HOME=" + filepath.Join(dataDir, "computers", computerID, "workspace")
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
+		if err != nil || isZombie(pid) {
 			continue
 		}
 		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
@@ -108,7 +118,6 @@ func sessionPID(t *testing.T, p *plane, sessionID string) int {
 			return pid
 		}
 	}
-	t.Fatalf("no process with %s", want)
 	return 0
 }
 

@@ -341,9 +341,59 @@ func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
 
 // stmtCache keeps prepared statements by query text.
 type stmtCache struct {
-	mu   sync.Mutex
-	m    map[string]*sql.Stmt
-	prep func(string) (*sql.Stmt, error)
+	mu      sync.Mutex
+	m       map[string]*sql.Stmt
+	warming map[string]bool
+	closed  bool
+	wg      sync.WaitGroup // warm goroutines
+	prep    func(string) (*sql.Stmt, error)
+}
+
+// lookup returns the prepared statement for q, nil when there is none yet.
+func (c *stmtCache) lookup(q string) *sql.Stmt {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[q]
+}
+
+// warm prepares q in the background, once. Readers never prepare while
+// they hold a pooled connection: preparing on the pool needs another one,
+// and with every connection held by a reader doing the same, none would
+// come.
+func (c *stmtCache) warm(q string) {
+	c.mu.Lock()
+	if c.m[q] != nil || c.warming[q] || c.closed {
+		c.mu.Unlock()
+		return
+	}
+	if c.warming == nil {
+		c.warming = map[string]bool{}
+	}
+	c.warming[q] = true
+	c.wg.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.wg.Done()
+		st, err := c.prep(q)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		delete(c.warming, q)
+		if err != nil {
+			return
+		}
+		if c.closed {
+			st.Close()
+			return
+		}
+		if c.m == nil {
+			c.m = map[string]*sql.Stmt{}
+		}
+		if c.m[q] == nil {
+			c.m[q] = st
+		} else {
+			st.Close()
+		}
+	}()
 }
 
 func (c *stmtCache) get(q string) (*sql.Stmt, error) {
@@ -364,6 +414,10 @@ func (c *stmtCache) get(q string) (*sql.Stmt, error) {
 }
 
 func (c *stmtCache) close() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.wg.Wait()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, st := range c.m {
@@ -429,9 +483,11 @@ func (r readQ) exec(ctx context.Context, q string, args ...any) (sql.Result, err
 }
 
 func (r readQ) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	st, err := r.cache.get(q)
-	if err != nil {
-		return nil, err
+	if st := r.cache.lookup(q); st != nil {
+		return r.tx.StmtContext(ctx, st).QueryContext(ctx, args...)
 	}
-	return r.tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+	// Not prepared yet: run it on the transaction's own connection, and
+	// prepare it for next time in the background.
+	r.cache.warm(q)
+	return r.tx.QueryContext(ctx, q, args...)
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -313,4 +315,38 @@ func TestLostTransactionInBatch(t *testing.T) {
 		t.Fatalf("Update after a lost transaction: %v", err)
 	}
 	checkOutcomes(t, s, []string{"later"}, []error{nil})
+}
+
+// More concurrent reads than pooled connections, each running a query that
+// was never prepared, all finish: a reader never waits for a connection
+// while it holds one (a cache miss runs on its own transaction).
+func TestConcurrentReadsOfNewQueries(t *testing.T) {
+	s := openAt(t, filepath.Join(t.TempDir(), "helmr.db"))
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for i := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ids := make([]string, i%16+1) // 16 query texts, never prepared before
+			for j := range ids {
+				ids[j] = fmt.Sprintf("ses-%d", j)
+			}
+			errs <- s.View(ctx, func(tx store.Tx) error {
+				_, err := tx.ActiveHolds(ctx, ids)
+				time.Sleep(10 * time.Millisecond) // hold the connection a while
+				return err
+			})
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 }
