@@ -36,6 +36,7 @@ const (
 	CodeMessageRejected       Code = "message_rejected"
 	CodeCleanupFailed         Code = "cleanup_failed"
 	CodeCancelled             Code = "cancelled"
+	CodeStoragePressure       Code = "storage_pressure"
 	CodeUnavailable           Code = "unavailable"
 	CodeInternal              Code = "internal"
 
@@ -127,6 +128,8 @@ func HTTPStatus(code Code) int {
 		return http.StatusForbidden
 	case CodeUnavailable:
 		return http.StatusServiceUnavailable
+	case CodeStoragePressure:
+		return http.StatusInsufficientStorage
 	}
 	return http.StatusInternalServerError
 }

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -44,6 +45,13 @@ type Config struct {
 	// PublicURL is the base URL clients reach the API at (Token callback
 	// URLs); default the address Serve listens on.
 	PublicURL string
+	// MinFreeBytes is the free-space floor of DataDir's disk: below it new
+	// work is refused and Sessions with work are held (storage_pressure).
+	// Default 64 MiB; negative turns the check off.
+	MinFreeBytes int64
+	// FreeSpace reports the free bytes of the disk holding dir; default
+	// statfs. Tests inject their own.
+	FreeSpace func(dir string) (uint64, error)
 	// ReconnectWindow and ReattachWindow: see supervisor.Options.
 	ReconnectWindow time.Duration
 	ReattachWindow  time.Duration
@@ -68,23 +76,38 @@ type ControlPlane struct {
 
 	stopSweep context.CancelFunc
 	sweepDone chan struct{}
+
+	pressureMu sync.Mutex
+	pressure   bool
 }
 
-// sweepInterval is how often idle Sessions are checked against their
-// closeAfterIdle.
-const sweepInterval = 30 * time.Second
+// Housekeeping intervals: the disk's free space is checked every
+// checkInterval, idle Sessions against their closeAfterIdle every
+// sweepInterval.
+const (
+	checkInterval = 5 * time.Second
+	sweepInterval = 30 * time.Second
+)
 
-// sweepIdle closes Sessions idle past their closeAfterIdle, now and then
-// every sweepInterval, until ctx ends.
+// DefaultMinFreeBytes is the default free-space floor.
+const DefaultMinFreeBytes = 64 << 20
+
+// sweepIdle runs the housekeeping until ctx ends: the storage-pressure
+// check and the idle sweep, both at once at start.
 func (cp *ControlPlane) sweepIdle(ctx context.Context) {
 	defer close(cp.sweepDone)
-	t := time.NewTicker(sweepInterval)
+	t := time.NewTicker(checkInterval)
 	defer t.Stop()
-	for {
-		if n, err := cp.Engine.SweepIdle(ctx); err != nil && ctx.Err() == nil {
-			cp.log.Error("close idle sessions", "err", err)
-		} else if n > 0 {
-			cp.log.Info("closed idle sessions", "count", n)
+	for tick := 0; ; tick++ {
+		cp.pressureMu.Lock()
+		cp.pressure = cp.checkDisk(ctx, cp.pressure, tick == 0)
+		cp.pressureMu.Unlock()
+		if tick%int(sweepInterval/checkInterval) == 0 {
+			if n, err := cp.Engine.SweepIdle(ctx); err != nil && ctx.Err() == nil {
+				cp.log.Error("close idle sessions", "err", err)
+			} else if n > 0 {
+				cp.log.Info("closed idle sessions", "count", n)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -92,6 +115,51 @@ func (cp *ControlPlane) sweepIdle(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// CheckDisk checks the free space now (the housekeeping does it every 5 s).
+func (cp *ControlPlane) CheckDisk(ctx context.Context) {
+	cp.pressureMu.Lock()
+	defer cp.pressureMu.Unlock()
+	cp.pressure = cp.checkDisk(ctx, cp.pressure, false)
+}
+
+// checkDisk compares the free space with the floor and tells the engine
+// when that changes (and at start, to release holds of an earlier run).
+func (cp *ControlPlane) checkDisk(ctx context.Context, was, first bool) bool {
+	floor := cp.cfg.MinFreeBytes
+	if floor < 0 {
+		return false
+	}
+	free, err := cp.cfg.FreeSpace(cp.cfg.DataDir)
+	if err != nil {
+		cp.log.Warn("free disk space unknown", "err", err)
+		return was
+	}
+	low := free < uint64(floor)
+	if low == was && !first {
+		return was
+	}
+	why := fmt.Sprintf("%d bytes free on the store's disk, below the floor of %d", free, floor)
+	if low {
+		cp.log.Error("storage pressure: new work refused, sessions held", "free", free, "floor", floor)
+	} else if was {
+		cp.log.Info("storage pressure over", "free", free)
+	}
+	if err := cp.Engine.SetStoragePressure(ctx, low, why); err != nil && ctx.Err() == nil {
+		cp.log.Error("storage pressure", "err", err)
+		return was
+	}
+	return low
+}
+
+// statfsFree is the free space of dir's disk for an unprivileged user.
+func statfsFree(dir string) (uint64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return st.Bavail * uint64(st.Bsize), nil
 }
 
 // stopSweeping ends the idle sweep.
@@ -111,6 +179,12 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	}
 	if cfg.DataDir == "" {
 		return nil, errors.New("controlplane: DataDir is required")
+	}
+	if cfg.MinFreeBytes == 0 {
+		cfg.MinFreeBytes = DefaultMinFreeBytes
+	}
+	if cfg.FreeSpace == nil {
+		cfg.FreeSpace = statfsFree
 	}
 	// Paths derived from DataDir are stored (deployment binaries) and used
 	// by processes with other working directories: keep them absolute.

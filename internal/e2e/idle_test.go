@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -70,5 +71,52 @@ func TestHibernateAfterIdle(t *testing.T) {
 	}
 	if !hasEvent(p, sid, helmrtype.EventWaitResumed) {
 		t.Error("no wait.resumed event")
+	}
+}
+
+// When the store's disk runs below its floor, new work is refused with
+// storage_pressure and Sessions with work are held (a hold no resume can
+// release); when space is back the holds go and the work goes on.
+func TestStoragePressure(t *testing.T) {
+	var free atomic.Int64
+	free.Store(1 << 40)
+	cfg := controlplane.Config{MinFreeBytes: 1 << 30, FreeSpace: func(string) (uint64, error) { return uint64(free.Load()), nil }}
+	p := startPlaneConfig(t, "127.0.0.1:0", cfg)
+	r := p.create("chat", text("hi"))
+	sid := r.Session.ID
+	waitOutput(t, p, sid, "listening")
+	var queued helmrtype.TurnState
+	p.must("POST", "/v1/sessions/"+sid+"/turns", helmrtype.EnqueueRequest{Input: text("next")}, &queued)
+
+	free.Store(1 << 20) // 1 MiB left
+	p.cp.CheckDisk(t.Context())
+	err := p.call("POST", "/v1/sessions/"+sid+"/turns", helmrtype.EnqueueRequest{Input: text("more")}, nil)
+	var he *helmrtype.Error
+	if !errors.As(err, &he) || he.Code != helmrtype.CodeStoragePressure || he.Status != 507 {
+		t.Fatalf("enqueue under storage pressure: %v", err)
+	}
+	if err := p.call("POST", "/v1/sessions", helmrtype.SessionCreateRequest{Agent: "echo", Input: text("x")}, nil); !errors.Is(err, helmrtype.CodeStoragePressure) {
+		t.Fatalf("create under storage pressure: %v", err)
+	}
+	hs := p.session(sid).Holds
+	if len(hs) != 1 || hs[0].Kind != helmrtype.HoldStoragePressure || hs[0].CanRelease {
+		t.Fatalf("holds under storage pressure: %+v", hs)
+	}
+	if err := p.call("POST", "/v1/sessions/"+sid+"/resume", map[string]any{"hold_id": *hs[0].ID}, nil); !errors.Is(err, helmrtype.CodeConflict) {
+		t.Fatalf("resume of a storage_pressure hold: %v", err)
+	}
+	// The running Turn finishes; the queued one waits for space.
+	p.must("POST", "/v1/sessions/"+sid+"/turns/"+r.Turn.ID+"/messages", helmrtype.MessageRequest{Content: text("done")}, nil)
+	if o := p.wait(sid, r.Turn.ID); o.Status != "completed" {
+		t.Fatalf("running turn under pressure: %+v", o)
+	}
+	if st := p.turnStatus(sid, queued.ID); st != "queued" {
+		t.Fatalf("queued turn under pressure is %s", st)
+	}
+	free.Store(1 << 40)
+	p.cp.CheckDisk(t.Context())
+	waitOutput(t, p, sid, "listening") // the queued Turn runs
+	if len(p.session(sid).Holds) != 0 {
+		t.Fatal("the storage_pressure hold remains")
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -82,6 +83,8 @@ type Engine struct {
 	notifier Notifier
 
 	sched sched
+	// pressure is set while the store's disk is below its floor.
+	pressure atomic.Bool
 	// publicURL is the base of Token callback URLs.
 	publicURL string
 

@@ -50,6 +50,9 @@ func hasInput(raw json.RawMessage) bool {
 // its initial Turn when input is given. replayed tells an idempotent replay,
 // which returns the original receipt.
 func (e *Engine) CreateSession(ctx context.Context, req helmrtype.SessionCreateRequest, caller Caller) (_ *helmrtype.SessionCreateReceipt, replayed bool, _ error) {
+	if err := e.admitting(); err != nil {
+		return nil, false, err
+	}
 	if req.Agent == "" {
 		return nil, false, invalid("agent is required")
 	}
@@ -162,6 +165,9 @@ func (e *Engine) getSessionTx(ctx context.Context, tx store.Tx, id string) (*sto
 // Enqueue always admits a new Turn at the end of the Session's FIFO;
 // replayed tells an idempotent replay of an earlier admission.
 func (e *Engine) Enqueue(ctx context.Context, sessionID string, req helmrtype.EnqueueRequest, caller Caller) (_ *helmrtype.TurnState, replayed bool, _ error) {
+	if err := e.admitting(); err != nil {
+		return nil, false, err
+	}
 	if !hasInput(req.Input) {
 		return nil, false, &helmrtype.Error{Code: helmrtype.CodeInputInvalid, Message: "input is required"}
 	}

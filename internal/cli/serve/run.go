@@ -31,6 +31,8 @@ type Options struct {
 	StopSessions bool
 	// PublicURL is the API's base URL as clients see it.
 	PublicURL string
+	// MinFreeBytes is the store disk's free-space floor (see controlplane.Config).
+	MinFreeBytes int64
 	// ReconnectWindow and ReattachWindow: see supervisor.Options.
 	ReconnectWindow time.Duration
 	ReattachWindow  time.Duration
@@ -81,7 +83,8 @@ func Start(ctx context.Context, o *Options, logw io.Writer) (*Running, error) {
 		}
 	}
 	cp, err := controlplane.Open(ctx, controlplane.Config{DataDir: o.DataDir, Database: o.Database, Synchronous: o.Synchronous, Logger: log,
-		ReconnectWindow: o.ReconnectWindow, ReattachWindow: o.ReattachWindow, PublicURL: o.PublicURL})
+		ReconnectWindow: o.ReconnectWindow, ReattachWindow: o.ReattachWindow, PublicURL: o.PublicURL,
+		MinFreeBytes: o.MinFreeBytes})
 	if err != nil {
 		return nil, err
 	}

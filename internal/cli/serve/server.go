@@ -74,6 +74,7 @@ func ServerCommand() *cobra.Command {
 	f.StringVar(&o.Synchronous, "sqlite-synchronous", "FULL", "SQLite durability: FULL (fsync every commit) or NORMAL")
 	f.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&o.PublicURL, "public-url", "", "the API's base URL as clients reach it, used in Token callback URLs (default http://ADDR)")
+	f.Int64Var(&o.MinFreeBytes, "min-free-bytes", 64<<20, "below this many free bytes on the data directory's disk, refuse new work and hold sessions (storage_pressure); negative: no check")
 	f.BoolVar(&o.StopSessions, "stop-sessions", false, "on stop, end session processes (interrupting their Turns) instead of leaving them to reattach at the next start")
 	f.DurationVar(&o.ReconnectWindow, "reconnect-window", 10*time.Minute, "how long a session process keeps trying to reconnect to a stopped control plane")
 	f.DurationVar(&o.ReattachWindow, "reattach-window", 30*time.Second, "how long a start waits for surviving session processes to reconnect")
