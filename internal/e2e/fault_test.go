@@ -97,7 +97,13 @@ func TestFaultInjection(t *testing.T) {
 		st := p.turnStatus(sid, id)
 		statuses[st]++
 		if st == "queued" && len(p.session(sid).Holds) == 0 {
-			t.Errorf("turn %s is queued in an unheld session", id)
+			evs := p.events(sid)
+			var tail []string
+			for _, e := range evs[max(0, len(evs)-12):] {
+				tail = append(tail, fmt.Sprintf("%d %s %s", e.Sequence, e.Kind, e.Data))
+			}
+			t.Errorf("turn %s is queued in an unheld session %s (process %d); its last events:\n%s",
+				id, sid, findSessionPID(p, sid), strings.Join(tail, "\n"))
 		}
 		if st == "running" {
 			t.Errorf("turn %s is still running", id)

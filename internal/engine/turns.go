@@ -116,6 +116,24 @@ func (e *Engine) startNextTx(ctx context.Context, tx store.Tx, sessionID string)
 	return e.startTurnTx(ctx, tx, t, true)
 }
 
+// CanStart reports whether the Session has a queued Turn that may start
+// (no hold applies).
+func (e *Engine) CanStart(ctx context.Context, sessionID string) (bool, error) {
+	var ok bool
+	err := e.store.View(ctx, func(tx store.Tx) error {
+		t, err := tx.ActiveTurn(ctx, sessionID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil || t.Status != helmrtype.TurnQueued {
+			return err
+		}
+		ok, err = e.startableTx(ctx, tx, sessionID)
+		return err
+	})
+	return ok, err
+}
+
 // startableTx reports whether the Session's queued Turns may start: no
 // hold applies to it.
 func (e *Engine) startableTx(ctx context.Context, tx store.Tx, sessionID string) (bool, error) {

@@ -291,9 +291,13 @@ func (s *Supervisor) start(p *proc, token string) {
 		}
 	}
 	if errors.Is(err, engine.ErrHeld) {
-		// Held: no process until a resume asks for one.
+		// Held: no process until a resume asks for one. A resume that
+		// committed meanwhile found this start in flight; look again.
 		close(p.recorded)
 		s.forget(p)
+		if ok, err := s.eng.CanStart(context.Background(), p.sessionID); err == nil && ok {
+			s.SessionWork(p.sessionID)
+		}
 		return
 	}
 	if err != nil {
@@ -811,8 +815,9 @@ func (s *Supervisor) started(p *proc, t *store.Turn, msgs []store.Message, err e
 		p.running = ""
 		p.mu.Unlock()
 		ctx := context.Background()
+		// The hold comes from the exit's own handling.
 		s.eng.FailRunningTurn(ctx, p.sessionID, helmrtype.TurnFailed, helmrtype.CodeProcessExited,
-			"the session process exited as the turn started", helmrtype.HoldProcessFailed)
+			"the session process exited as the turn started", "")
 		return
 	}
 	p.running = t.ID
