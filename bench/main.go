@@ -123,7 +123,7 @@ func run(nTurns, nSessions, nCallers, nWarm int, syncMode string, keep bool) err
 	ln.Close()
 	data := filepath.Join(dir, "data")
 	keyFile := filepath.Join(dir, "api-key")
-	args := []string{"server", "--addr", addr, "--data-dir", data, "--api-key-file", keyFile, "--log-level", "warn", "--sqlite-synchronous", syncMode}
+	args := []string{"server", "--addr", addr, "--data-dir", data, "--api-key-file", keyFile, "--log-level", "warn", "--stop-sessions", "--sqlite-synchronous", syncMode}
 	if cpuProfile != "" {
 		abs, _ := filepath.Abs(cpuProfile)
 		args = append(args, "--cpu-profile", abs)

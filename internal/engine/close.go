@@ -66,7 +66,7 @@ func (e *Engine) closeIfDrainedTx(ctx context.Context, tx store.Tx, sessionID st
 	if err != nil || s.Status != helmrtype.SessionClosing {
 		return false, err
 	}
-	held, err := heldTx(ctx, tx, s)
+	held, err := e.heldTx(ctx, tx, s.ID)
 	if err != nil {
 		return false, err
 	}

@@ -88,8 +88,9 @@ type Engine struct {
 	// publicURL is the base of Token callback URLs.
 	publicURL string
 
-	keys sync.Map // API key hash → *store.APIKey
-	deps sync.Map // deployment ID → *deployment (immutable)
+	keys    sync.Map // API key hash → *store.APIKey
+	parents sync.Map // Session ID → parent Session ID (immutable)
+	deps    sync.Map // deployment ID → *deployment (immutable)
 }
 
 // New returns an engine over s.

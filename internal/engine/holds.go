@@ -15,29 +15,42 @@ import (
 // interrupted it.
 
 // lineageTx is the Session's ID and its ancestors' (parent, grandparent, …):
-// the Sessions whose holds apply to it.
-func lineageTx(ctx context.Context, tx store.Tx, s *store.Session) ([]string, error) {
-	ids := []string{s.ID}
-	for p := s.ParentSessionID; p != ""; {
+// the Sessions whose holds apply to it. A Session's parent never changes,
+// so parents are remembered once read.
+func (e *Engine) lineageTx(ctx context.Context, tx store.Tx, sessionID string) ([]string, error) {
+	ids := []string{sessionID}
+	for id := sessionID; ; {
+		p, err := e.parentOf(ctx, tx, id)
+		if err != nil || p == "" {
+			return ids, err
+		}
 		ids = append(ids, p)
 		if len(ids) > 64 {
 			return nil, errors.New("engine: session ancestry deeper than 64")
 		}
-		ps, err := tx.GetSession(ctx, p)
-		if errors.Is(err, store.ErrNotFound) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		p = ps.ParentSessionID
+		id = p
 	}
-	return ids, nil
+}
+
+// parentOf is a Session's parent ("" for a root, or an unknown Session).
+func (e *Engine) parentOf(ctx context.Context, tx store.Tx, id string) (string, error) {
+	if p, ok := e.parents.Load(id); ok {
+		return p.(string), nil
+	}
+	s, err := tx.GetSession(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	e.parents.Store(id, s.ParentSessionID)
+	return s.ParentSessionID, nil
 }
 
 // holdsTx returns the holds that apply to the Session.
-func holdsTx(ctx context.Context, tx store.Tx, s *store.Session) ([]store.Hold, error) {
-	ids, err := lineageTx(ctx, tx, s)
+func (e *Engine) holdsTx(ctx context.Context, tx store.Tx, sessionID string) ([]store.Hold, error) {
+	ids, err := e.lineageTx(ctx, tx, sessionID)
 	if err != nil {
 		return nil, err
 	}
@@ -45,8 +58,8 @@ func holdsTx(ctx context.Context, tx store.Tx, s *store.Session) ([]store.Hold, 
 }
 
 // heldTx reports whether any hold applies to the Session.
-func heldTx(ctx context.Context, tx store.Tx, s *store.Session) (bool, error) {
-	hs, err := holdsTx(ctx, tx, s)
+func (e *Engine) heldTx(ctx context.Context, tx store.Tx, sessionID string) (bool, error) {
+	hs, err := e.holdsTx(ctx, tx, sessionID)
 	return len(hs) > 0, err
 }
 

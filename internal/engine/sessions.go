@@ -220,7 +220,7 @@ func (e *Engine) Enqueue(ctx context.Context, sessionID string, req helmrtype.En
 				// The receipt shows the Turn as admitted (queued); the
 				// same transaction starts it on the idle process, unless a
 				// hold applies. An idle Session had nothing ahead of it.
-				held, err := heldTx(ctx, tx, s)
+				held, err := e.heldTx(ctx, tx, s.ID)
 				if err != nil {
 					return nil, err
 				}
@@ -305,7 +305,7 @@ func (e *Engine) sessionViewTx(ctx context.Context, tx store.Tx, s *store.Sessio
 		initial = &ts
 	}
 	v := sessionView(s, initial)
-	hs, err := holdsTx(ctx, tx, s)
+	hs, err := e.holdsTx(ctx, tx, s.ID)
 	if err != nil {
 		return helmrtype.Session{}, err
 	}

@@ -44,7 +44,7 @@ func (e *Engine) PrepareLaunch(ctx context.Context, sessionID string, reattach b
 			return notFound("agent", s.Agent)
 		}
 		if !reattach {
-			if held, err := heldTx(ctx, tx, s); err != nil || held {
+			if held, err := e.heldTx(ctx, tx, s.ID); err != nil || held {
 				if held {
 					return ErrHeld
 				}
@@ -137,11 +137,7 @@ func (e *Engine) CanStart(ctx context.Context, sessionID string) (bool, error) {
 // startableTx reports whether the Session's queued Turns may start: no
 // hold applies to it.
 func (e *Engine) startableTx(ctx context.Context, tx store.Tx, sessionID string) (bool, error) {
-	s, err := e.getSessionTx(ctx, tx, sessionID)
-	if err != nil {
-		return false, err
-	}
-	held, err := heldTx(ctx, tx, s)
+	held, err := e.heldTx(ctx, tx, sessionID)
 	return !held, err
 }
 
