@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/store/pgstore/pgtest"
 )
 
 // TestFaultInjection runs a few hundred Turns over many Sessions while
@@ -22,9 +23,22 @@ func TestFaultInjection(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long")
 	}
+	faultInjection(t, "")
+}
+
+// TestFaultInjectionOnPostgreSQL is TestFaultInjection on PostgreSQL.
+func TestFaultInjectionOnPostgreSQL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long")
+	}
+	faultInjection(t, pgtest.URL(t))
+}
+
+func faultInjection(t *testing.T, database string) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	dir := t.TempDir()
-	p := startPlane(t, dir)
+	start := func() *plane { return startPlaneWith(t, dir, "127.0.0.1:0", database) }
+	p := start()
 	const sessions, rounds, perRound = 12, 30, 12
 	var sids []string
 	admitted := map[string]string{} // turn → session
@@ -64,11 +78,11 @@ func TestFaultInjection(t *testing.T) {
 		switch round % 6 {
 		case 2: // stop the control plane, restart it
 			p.stop()
-			p = startPlane(t, dir)
+			p = start()
 			restarts++
 		case 5: // detach (processes live on), restart
 			p.detach()
-			p = startPlane(t, dir)
+			p = start()
 			detaches++
 		}
 		if round%3 == 2 {

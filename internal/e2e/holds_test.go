@@ -12,6 +12,7 @@ import (
 	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/engine"
 	"github.com/helmr-go/helmr/internal/store"
+	"github.com/helmr-go/helmr/internal/store/pgstore/pgtest"
 )
 
 // child makes a Session owned by parent (the runtime MCP issue's spawn will
@@ -304,5 +305,35 @@ func TestSessionControlsCLI(t *testing.T) {
 	}
 	if out, _, code := api.cli(t, "session", "cancel", sid); code != 0 || !strings.Contains(out, "closed") {
 		t.Fatalf("session cancel of a closed session: exit %d %s", code, out)
+	}
+}
+
+// Holds, close and the process_failed path on PostgreSQL.
+func TestHoldsOnPostgreSQL(t *testing.T) {
+	db := pgtest.URL(t)
+	p := startPlaneWith(t, t.TempDir(), "127.0.0.1:0", db)
+	r := p.create("chat", text("hi"))
+	sid := r.Session.ID
+	waitOutput(t, p, sid, "listening")
+	var rec helmrtype.SessionControlReceipt
+	p.must("POST", "/v1/sessions/"+sid+"/interrupt", map[string]any{}, &rec)
+	if o := p.wait(sid, r.Turn.ID); o.Status != "interrupted" {
+		t.Fatalf("interrupt on PostgreSQL: %+v", o)
+	}
+	var q helmrtype.TurnState
+	p.must("POST", "/v1/sessions/"+sid+"/turns", helmrtype.EnqueueRequest{Input: text("again")}, &q)
+	if st := p.turnStatus(sid, q.ID); st != "queued" {
+		t.Fatalf("queued turn while held: %s", st)
+	}
+	p.must("POST", "/v1/sessions/"+sid+"/resume", map[string]any{"hold_id": rec.HoldID}, nil)
+	waitOutput(t, p, sid, "listening")
+	pid := sessionPID(t, p, sid)
+	syscall.Kill(pid, syscall.SIGKILL)
+	p.wait(sid, q.ID)
+	p.resumeHold(sid, helmrtype.HoldProcessFailed)
+	var st helmrtype.SessionStatusReceipt
+	p.must("POST", "/v1/sessions/"+sid+"/close", map[string]any{}, &st)
+	if st.Status != "closed" {
+		t.Fatalf("close of an idle session on PostgreSQL: %+v", st)
 	}
 }
