@@ -28,6 +28,14 @@ type ContentPart = helmrtype.ContentPart
 // OriginTurnID).
 type InputSource = helmrtype.InputSource
 
+// RuntimeMCPPolicy is a runtime MCP allowlist: AgentSpec.RuntimeMCP sets an
+// Agent's maximum and MCP.ConnectionOptions takes a narrower one.
+type RuntimeMCPPolicy = helmrtype.RuntimeMCPPolicy
+
+// RuntimeMCPRule grants one runtime MCP operation; see the helmrtype
+// constants MCPStart, MCPSpawn, … for the operation names.
+type RuntimeMCPRule = helmrtype.RuntimeMCPRule
+
 // Text returns Content with one text part.
 func Text(s string) Content { return helmrtype.Text(s) }
 
@@ -79,9 +87,11 @@ type AgentSpec[I, R, S any] struct {
 	HibernateAfterIdle string
 	// MaxTurnDuration is when a running Turn reaches its deadline. Empty: no limit.
 	MaxTurnDuration string
-	// RuntimeMCP is the runtime MCP maximum as JSON ({"allow":[…]}); nil
-	// resolves to every Agent of the Deployment.
-	RuntimeMCP json.RawMessage
+	// RuntimeMCP is the most this Agent's code may do through the runtime
+	// MCP server (see MCP.ConnectionOptions). nil resolves, at publication,
+	// to every operation on every Agent of the Deployment with new-Computer
+	// placement; &RuntimeMCPPolicy{} grants nothing.
+	RuntimeMCP *RuntimeMCPPolicy
 }
 
 // AgentDef is a validated Agent definition. Pass it to Main, and to
@@ -133,8 +143,10 @@ func Agent[I, R, S any](spec AgentSpec[I, R, S]) *AgentDef[I, R, S] {
 			panic(fmt.Sprintf("helmr.Agent %q: MaxTurnDuration: %v", spec.ID, err))
 		}
 	}
-	if spec.RuntimeMCP != nil && !json.Valid(spec.RuntimeMCP) {
-		panic(fmt.Sprintf("helmr.Agent %q: RuntimeMCP is not valid JSON", spec.ID))
+	if spec.RuntimeMCP != nil {
+		if err := spec.RuntimeMCP.Check(nil); err != nil {
+			panic(fmt.Sprintf("helmr.Agent %q: %v", spec.ID, err))
+		}
 	}
 	d := &AgentDef[I, R, S]{spec: spec, input: spec.InputSchema, result: spec.ResultSchema}
 	d.text = reflect.TypeFor[I]() == reflect.TypeFor[InputContent]()
@@ -168,7 +180,7 @@ func (d *AgentDef[I, R, S]) template() *TemplateDef { return d.spec.Template }
 func (d *AgentDef[I, R, S]) manifest() helmrtype.AgentManifest {
 	m := helmrtype.AgentManifest{ID: d.spec.ID, Template: d.spec.Template.ID(), InputKind: helmrtype.InputKindText,
 		CloseAfterIdle: d.spec.CloseAfterIdle, HibernateAfterIdle: d.spec.HibernateAfterIdle,
-		MaxTurnDuration: d.spec.MaxTurnDuration, RuntimeMCP: d.spec.RuntimeMCP, HasInit: d.spec.Init != nil,
+		MaxTurnDuration: d.spec.MaxTurnDuration, HasInit: d.spec.Init != nil,
 		Actor: d.spec.Run != nil, IdleTimeout: d.spec.IdleTimeout}
 	if !d.text {
 		m.InputKind = helmrtype.InputKindJSON
@@ -176,6 +188,9 @@ func (d *AgentDef[I, R, S]) manifest() helmrtype.AgentManifest {
 		if m.InputSchema == nil {
 			m.InputSchema = json.RawMessage(`{"unavailable":"the input validator has no JSON Schema form"}`)
 		}
+	}
+	if d.spec.RuntimeMCP != nil {
+		m.RuntimeMCP, _ = json.Marshal(d.spec.RuntimeMCP)
 	}
 	m.ResultSchema = d.result.JSONSchema()
 	return m

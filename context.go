@@ -3,6 +3,7 @@ package helmr
 import (
 	"context"
 
+	"github.com/helmr-go/helmr/internal/mcp"
 	"github.com/helmr-go/helmr/internal/sessionproc"
 )
 
@@ -27,7 +28,35 @@ type InitContext struct {
 	ComputerID   string
 	DeploymentID string
 	Recovery     Recovery
-	ctx          context.Context
+	// MCP is the Session's runtime MCP server, through which agent code
+	// starts and steers other Sessions.
+	MCP *MCP
+	ctx context.Context
+}
+
+// MCP is a session process's runtime MCP server: a loopback endpoint that
+// any MCP client can use with the URL and headers ConnectionOptions gives.
+type MCP struct{ rt *mcp.Runtime }
+
+// MCPConnection is where an MCP client connects (streamable HTTP) and the
+// headers it must send with every request.
+type MCPConnection struct {
+	URL     string
+	Headers map[string]string
+}
+
+// ConnectionOptions returns a scoped connection to the runtime MCP
+// server. policy nil inherits the Agent's maximum (AgentSpec.RuntimeMCP);
+// a policy must be within it, or ConnectionOptions fails with code
+// forbidden. Equal normalized policies share one credential; a process
+// may hold at most 16 distinct scopes (code limit_exceeded after that).
+// The credentials are bound to this Session and end with its process.
+func (m *MCP) ConnectionOptions(ctx context.Context, policy *RuntimeMCPPolicy) (*MCPConnection, error) {
+	c, err := m.rt.ConnectionOptions(ctx, policy)
+	if err != nil {
+		return nil, err
+	}
+	return &MCPConnection{URL: c.URL, Headers: c.Headers}, nil
 }
 
 // Context ends when the session process shuts down, including during init.
@@ -43,7 +72,7 @@ type AgentContext[S any] struct {
 func newInitContext(info *sessionproc.Info) *InitContext {
 	return &InitContext{Session: SessionInfo{ID: info.SessionID, Key: info.SessionKey, ParentID: info.ParentID},
 		ComputerID: info.ComputerID, DeploymentID: info.DeploymentID,
-		Recovery: Recovery{Kind: info.RecoveryKind, Reason: info.RecoveryReason}, ctx: info.Ctx}
+		Recovery: Recovery{Kind: info.RecoveryKind, Reason: info.RecoveryReason}, MCP: &MCP{rt: info.MCP}, ctx: info.Ctx}
 }
 
 func newInitContextFromTurn(rt *sessionproc.Turn, _ any) *InitContext {

@@ -84,6 +84,9 @@ func BuildManifest(agents ...Definition) (helmrtype.Manifest, error) {
 		}
 		templates[t.ID()] = t
 	}
+	if err := m.CheckRuntimeMCP(); err != nil {
+		return m, err
+	}
 	ids := make([]string, 0, len(templates))
 	for id := range templates {
 		ids = append(ids, id)

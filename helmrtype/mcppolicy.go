@@ -3,6 +3,7 @@ package helmrtype
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -208,7 +209,7 @@ func (p *RuntimeMCPPolicy) Check(agents []string) error {
 			}
 			return policyErr("%s: unknown operation %q", where, r.Operation)
 		case "list":
-			if r.Agents != nil || r.Computer != "" {
+			if len(r.Agents) > 0 || r.Computer != "" {
 				return policyErr("%s: list_computers takes neither \"agents\" nor \"computer\"", where)
 			}
 			continue
@@ -436,4 +437,40 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// RuntimeMCPOf resolves the runtime MCP maximum of Agent a of manifest m:
+// its declared policy, checked against m's Agents and normalized, or, when
+// it declares none, DefaultRuntimeMCP of m's Agents.
+func (m *Manifest) RuntimeMCPOf(a *AgentManifest) (*RuntimeMCPPolicy, error) {
+	agents := make([]string, len(m.Agents))
+	for i := range m.Agents {
+		agents[i] = m.Agents[i].ID
+	}
+	slices.Sort(agents)
+	if len(bytes.TrimSpace(a.RuntimeMCP)) == 0 {
+		return DefaultRuntimeMCP(agents), nil
+	}
+	p, err := ParseRuntimeMCPPolicy(a.RuntimeMCP)
+	if err == nil {
+		err = p.Check(agents)
+	}
+	if err != nil {
+		var he *Error
+		if errors.As(err, &he) {
+			return nil, &Error{Code: he.Code, Message: "agent " + a.ID + ": " + he.Message}
+		}
+		return nil, err
+	}
+	return p.Normalize(), nil
+}
+
+// CheckRuntimeMCP checks every Agent's runtime MCP policy in m.
+func (m *Manifest) CheckRuntimeMCP() error {
+	for i := range m.Agents {
+		if _, err := m.RuntimeMCPOf(&m.Agents[i]); err != nil {
+			return err
+		}
+	}
+	return nil
 }

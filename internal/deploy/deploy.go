@@ -52,6 +52,9 @@ func ReadManifest(ctx context.Context, binary string) (helmrtype.Manifest, error
 	if err := json.Unmarshal(stdout.Bytes(), &m); err != nil {
 		return m, helmrtype.Errorf(helmrtype.CodeInvalidRequest, "the agent program's manifest is not valid: %v", err)
 	}
+	if err := m.CheckRuntimeMCP(); err != nil {
+		return m, err
+	}
 	return m, nil
 }
 

@@ -22,16 +22,23 @@ type deployment struct {
 	row      store.Deployment
 	manifest helmrtype.Manifest
 	agents   map[string]*helmrtype.AgentManifest
+	// mcp is each Agent's resolved runtime MCP maximum, normalized.
+	mcp map[string]*helmrtype.RuntimeMCPPolicy
 }
 
 func parseDeployment(row *store.Deployment) (*deployment, error) {
-	d := &deployment{row: *row, agents: map[string]*helmrtype.AgentManifest{}}
+	d := &deployment{row: *row, agents: map[string]*helmrtype.AgentManifest{}, mcp: map[string]*helmrtype.RuntimeMCPPolicy{}}
 	if err := json.Unmarshal(row.Manifest, &d.manifest); err != nil {
 		return nil, fmt.Errorf("deployment %s: manifest: %w", row.ID, err)
 	}
 	for i := range d.manifest.Agents {
 		a := &d.manifest.Agents[i]
 		d.agents[a.ID] = a
+		p, err := d.manifest.RuntimeMCPOf(a)
+		if err != nil {
+			return nil, fmt.Errorf("deployment %s: %w", row.ID, err)
+		}
+		d.mcp[a.ID] = p
 	}
 	return d, nil
 }
@@ -77,7 +84,7 @@ func ValidateManifest(m *helmrtype.Manifest) error {
 			return invalid("agent %q: %v", a.ID, err)
 		}
 	}
-	return nil
+	return m.CheckRuntimeMCP()
 }
 
 // PublishDeployment stores a Deployment for a binary with the given digest
@@ -164,10 +171,7 @@ func (d *deployment) info(current bool) *helmrtype.Deployment {
 }
 
 func (d *deployment) agentInfo(a *helmrtype.AgentManifest) helmrtype.AgentInfo {
-	mcp := a.RuntimeMCP
-	if len(mcp) == 0 {
-		mcp = json.RawMessage("null")
-	}
+	mcp, _ := json.Marshal(d.mcp[a.ID])
 	return helmrtype.AgentInfo{Agent: a.ID, Template: a.Template, DeploymentID: d.row.ID, InputKind: a.InputKind,
 		InputSchema: a.InputSchema, ResultSchema: a.ResultSchema, CloseAfterIdle: a.CloseAfterIdle,
 		HibernateAfterIdle: a.HibernateAfterIdle, MaxTurnDuration: a.MaxTurnDuration, RuntimeMCP: mcp}

@@ -93,8 +93,14 @@ func holdView(h *store.Hold) helmrtype.Hold {
 
 // placeHoldTx places a hold on the Session and records it.
 func (e *Engine) placeHoldTx(ctx context.Context, tx store.Tx, sessionID, kind, reason string, now time.Time) (*store.Hold, error) {
+	return e.placeHoldByTx(ctx, tx, sessionID, kind, reason, "", now)
+}
+
+// placeHoldByTx places a hold issued by a Session through runtime MCP
+// (issuer "" for any other hold).
+func (e *Engine) placeHoldByTx(ctx context.Context, tx store.Tx, sessionID, kind, reason, issuer string, now time.Time) (*store.Hold, error) {
 	h := &store.Hold{ID: NewID(), SessionID: sessionID, Kind: kind, CanRelease: kind != helmrtype.HoldStoragePressure,
-		Reason: reason, CreatedAt: now}
+		Reason: reason, CreatedAt: now, IssuerSessionID: issuer}
 	if err := tx.InsertHold(ctx, h); err != nil {
 		return nil, err
 	}
@@ -124,6 +130,12 @@ func runningInTx(ctx context.Context, tx store.Tx, ids []string) ([]store.Turn, 
 // is released with ResumeSession. The receipt says the control is accepted,
 // not that execution has stopped.
 func (e *Engine) InterruptSession(ctx context.Context, sessionID string, req helmrtype.ControlRequest) (*helmrtype.SessionControlReceipt, error) {
+	return e.interruptSession(ctx, sessionID, req, "")
+}
+
+// interruptSession is InterruptSession with the hold's issuer: the Session
+// that asked through runtime MCP, or "".
+func (e *Engine) interruptSession(ctx context.Context, sessionID string, req helmrtype.ControlRequest, issuer string) (*helmrtype.SessionControlReceipt, error) {
 	var out *helmrtype.SessionControlReceipt
 	var replay bool
 	var running []store.Turn
@@ -136,7 +148,7 @@ func (e *Engine) InterruptSession(ctx context.Context, sessionID string, req hel
 			if err != nil {
 				return nil, err
 			}
-			h, err := e.placeHoldTx(ctx, tx, sessionID, helmrtype.HoldInterrupt, "", now)
+			h, err := e.placeHoldByTx(ctx, tx, sessionID, helmrtype.HoldInterrupt, "", issuer, now)
 			if err != nil {
 				return nil, err
 			}
@@ -178,6 +190,12 @@ func (e *Engine) InterruptSession(ctx context.Context, sessionID string, req hel
 // its owner). Queued Turns of the Session and of the Sessions it owns start
 // again when no other hold applies.
 func (e *Engine) ResumeSession(ctx context.Context, sessionID string, req helmrtype.ResumeRequest) (*helmrtype.SessionControlReceipt, error) {
+	return e.resumeSession(ctx, sessionID, req, "")
+}
+
+// resumeSession is ResumeSession; a non-empty issuer (a Session acting
+// through runtime MCP) may release only the holds it placed.
+func (e *Engine) resumeSession(ctx context.Context, sessionID string, req helmrtype.ResumeRequest, issuer string) (*helmrtype.SessionControlReceipt, error) {
 	if req.HoldID == "" {
 		return nil, invalid("hold_id is required: resume releases one exact hold (see the Session's holds)")
 	}
@@ -201,6 +219,8 @@ func (e *Engine) ResumeSession(ctx context.Context, sessionID string, req helmrt
 				return nil, &helmrtype.Error{Code: helmrtype.CodeConflict,
 					Message: "hold " + h.ID + " belongs to session " + h.SessionID + "; resume it there",
 					Details: map[string]any{"hold_session_id": h.SessionID}}
+			case issuer != "" && h.IssuerSessionID != issuer:
+				return nil, helmrtype.Errorf(helmrtype.CodeForbidden, "hold %s was not placed by session %s; runtime MCP resumes only the holds its caller placed", h.ID, issuer)
 			case h.ReleasedAt != nil:
 				return nil, helmrtype.Errorf(helmrtype.CodeConflict, "hold %s was already released", h.ID)
 			case !h.CanRelease:

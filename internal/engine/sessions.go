@@ -50,6 +50,25 @@ func hasInput(raw json.RawMessage) bool {
 // its initial Turn when input is given. replayed tells an idempotent replay,
 // which returns the original receipt.
 func (e *Engine) CreateSession(ctx context.Context, req helmrtype.SessionCreateRequest, caller Caller) (_ *helmrtype.SessionCreateReceipt, replayed bool, _ error) {
+	if req.ComputerID != "" {
+		return nil, false, &helmrtype.Error{Code: helmrtype.CodeNotFound, Message: "computer " + req.ComputerID + " not found", Details: map[string]any{"id": req.ComputerID}}
+	}
+	return e.createSession(ctx, req, caller, createOpts{scope: "sessions.create"})
+}
+
+// createOpts says how createSession places a new Session.
+type createOpts struct {
+	// scope names the idempotency keys' space.
+	scope string
+	// deploymentID pins the Session to this Deployment ("" the current one).
+	deploymentID string
+	// owner is the Session that owns the new one (nil for a root Session).
+	owner *store.Session
+	// computerID places the Session on an existing Computer ("" a new one).
+	computerID string
+}
+
+func (e *Engine) createSession(ctx context.Context, req helmrtype.SessionCreateRequest, caller Caller, opts createOpts) (_ *helmrtype.SessionCreateReceipt, replayed bool, _ error) {
 	if err := e.admitting(); err != nil {
 		return nil, false, err
 	}
@@ -59,22 +78,40 @@ func (e *Engine) CreateSession(ctx context.Context, req helmrtype.SessionCreateR
 	if len(req.Key) > 256 {
 		return nil, false, invalid("key is longer than 256 bytes")
 	}
-	if req.ComputerID != "" {
-		return nil, false, &helmrtype.Error{Code: helmrtype.CodeNotFound, Message: "computer " + req.ComputerID + " not found", Details: map[string]any{"id": req.ComputerID}}
-	}
 	var receipt *helmrtype.SessionCreateReceipt
 	var sessionID string
 	var created bool
 	err := e.store.Update(ctx, func(tx store.Tx) error {
 		now := e.Now()
-		r, replay, err := idempotent(ctx, tx, now, "sessions.create", req.IdempotencyKey, req, func() (*helmrtype.SessionCreateReceipt, error) {
-			dep, err := e.currentDeploymentTx(ctx, tx)
+		r, replay, err := idempotent(ctx, tx, now, opts.scope, req.IdempotencyKey, req, func() (*helmrtype.SessionCreateReceipt, error) {
+			var dep *deployment
+			var err error
+			if opts.deploymentID != "" {
+				dep, err = e.deploymentTx(ctx, tx, opts.deploymentID)
+			} else {
+				dep, err = e.currentDeploymentTx(ctx, tx)
+			}
 			if err != nil {
 				return nil, err
 			}
+			if opts.owner != nil {
+				// Re-read in this transaction: a cancelled or closing
+				// owner takes no new children.
+				o, err := e.getSessionTx(ctx, tx, opts.owner.ID)
+				if err != nil {
+					return nil, err
+				}
+				if o.Status != helmrtype.SessionOpen {
+					return nil, helmrtype.Errorf(helmrtype.CodeSessionClosed, "session %s is %s and cannot create Sessions", o.ID, o.Status)
+				}
+			}
 			a, ok := dep.agents[req.Agent]
 			if !ok {
-				return nil, &helmrtype.Error{Code: helmrtype.CodeNotFound, Message: "agent " + req.Agent + " is not in the current deployment", Details: map[string]any{"agent": req.Agent, "deployment_id": dep.row.ID}}
+				which := "the current deployment"
+				if opts.deploymentID != "" {
+					which = "deployment " + dep.row.ID
+				}
+				return nil, &helmrtype.Error{Code: helmrtype.CodeNotFound, Message: "agent " + req.Agent + " is not in " + which, Details: map[string]any{"agent": req.Agent, "deployment_id": dep.row.ID}}
 			}
 			var input json.RawMessage
 			if hasInput(req.Input) {
@@ -92,7 +129,10 @@ func (e *Engine) CreateSession(ctx context.Context, req helmrtype.SessionCreateR
 			id := NewID()
 			s := &store.Session{ID: id, DeploymentID: dep.row.ID, RootSessionID: id, Agent: a.ID, Template: a.Template,
 				Key: req.Key, Status: helmrtype.SessionOpen, CloseAfterIdle: a.CloseAfterIdle, HibernateAfterIdle: a.HibernateAfterIdle,
-				MaxTurnDuration: a.MaxTurnDuration, CreatedAt: now}
+				MaxTurnDuration: a.MaxTurnDuration, CreatedAt: now, ComputerID: opts.computerID}
+			if opts.owner != nil {
+				s.ParentSessionID, s.RootSessionID = opts.owner.ID, opts.owner.RootSessionID
+			}
 			if caller.Source.Kind == helmrtype.SourceSession {
 				s.RequesterSessionID = caller.Source.RequesterSessionID
 			}

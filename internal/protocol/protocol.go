@@ -36,6 +36,8 @@ const (
 	TypeAck       = "ack"
 	// TypeWaitResolved ends a wait the process started with wait.start.
 	TypeWaitResolved = "wait.resolved"
+	// TypeMCPResult answers mcp.scope and mcp.call, by call_id.
+	TypeMCPResult = "mcp.result"
 )
 
 // Message types, process to server.
@@ -56,6 +58,13 @@ const (
 	TypeWaitResume = "wait.resume"
 	// TypeWaitCancel withdraws a wait the process no longer blocks on (op).
 	TypeWaitCancel = "wait.cancel"
+	// TypeMCPScope asks for the normalized form of a runtime MCP scope,
+	// checked against the Session's maximum.
+	TypeMCPScope = "mcp.scope"
+	// TypeMCPCall carries one runtime MCP tool call. Calls are not ops:
+	// they are answered by call_id, run concurrently, and are not replayed
+	// after a reconnect (the process fails them as unavailable).
+	TypeMCPCall = "mcp.call"
 )
 
 // Cancel reasons.
@@ -125,6 +134,19 @@ type Msg struct {
 	// wait.resolved
 	WaitID  string                 `json:"wait_id,omitempty"`
 	Outcome *helmrtype.WaitOutcome `json:"outcome,omitempty"`
+	// mcp.scope, mcp.call, and mcp.result (with Result or Error)
+	CallID string   `json:"call_id,omitempty"`
+	MCP    *MCPCall `json:"mcp,omitempty"`
+}
+
+// MCPCall is a runtime MCP request. For mcp.scope, Scope is the policy to
+// resolve (absent: the maximum). For mcp.call, Scope is the normalized
+// scope the call is made under, and Tool and Args the call; TurnID in the
+// message is the process's running Turn, if any.
+type MCPCall struct {
+	Scope json.RawMessage `json:"scope,omitempty"`
+	Tool  string          `json:"tool,omitempty"`
+	Args  json.RawMessage `json:"args,omitempty"`
 }
 
 // Resume is what a reconnecting process says about itself.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/mcp"
 	"github.com/helmr-go/helmr/internal/protocol"
 )
 
@@ -48,6 +49,8 @@ type Info struct {
 	// IdleTimeout is the Agent's default hot-wait for its waits ("" for the
 	// server's default of 30s).
 	IdleTimeout string
+	// MCP is the process's runtime MCP server.
+	MCP *mcp.Runtime
 	// Ctx ends when the process shuts down.
 	Ctx context.Context
 }
@@ -83,11 +86,12 @@ type Conn struct {
 	ws  *websocket.Conn
 
 	mu      sync.Mutex
-	pending map[string]*pendingOp // by turn ID + op
-	closed  chan struct{}         // closed when the connection is lost for good
-	turn    *Turn                 // the running Turn
-	ready   bool                  // init succeeded
-	waiters map[string]waiter     // blocked durable waits, by wait ID
+	pending map[string]*pendingOp         // by turn ID + op
+	closed  chan struct{}                 // closed when the connection is lost for good
+	turn    *Turn                         // the running Turn
+	ready   bool                          // init succeeded
+	waiters map[string]waiter             // blocked durable waits, by wait ID
+	calls   map[string]chan *protocol.Msg // runtime MCP calls in flight, by call ID
 }
 
 // pendingOp is an operation waiting for its ack.
@@ -177,7 +181,9 @@ func serve(ctx context.Context, ws *websocket.Conn, agentID string, agents []Age
 		return fmt.Errorf("no agent %q", agentID)
 	}
 	info := &Info{SessionID: w.SessionID, SessionKey: w.SessionKey, ParentID: w.ParentID, ComputerID: w.ComputerID,
-		DeploymentID: w.DeploymentID, RecoveryKind: w.Recovery.Kind, RecoveryReason: w.Recovery.Reason, Ctx: procCtx}
+		DeploymentID: w.DeploymentID, RecoveryKind: w.Recovery.Kind, RecoveryReason: w.Recovery.Reason, Ctx: procCtx,
+		MCP: mcp.NewRuntime(mcpBackend{c}, nil)}
+	defer info.MCP.Close()
 	if it, ok := agent.(interface{ IdleTimeout() string }); ok {
 		info.IdleTimeout = it.IdleTimeout()
 	}
@@ -218,6 +224,8 @@ func serve(ctx context.Context, ws *websocket.Conn, agentID string, agents []Age
 				shutdown(ErrShutdown)
 			case protocol.TypeWaitResolved:
 				c.resolveWait(m.WaitID, m.Outcome)
+			case protocol.TypeMCPResult:
+				c.deliverCall(m)
 			case protocol.TypeTurnStart:
 				if m.Turn == nil {
 					continue
@@ -410,6 +418,7 @@ func (c *Conn) rejoin(ctx context.Context, ws *websocket.Conn, resume *protocol.
 	if err != nil || json.Unmarshal(b, &m) != nil || m.Type != protocol.TypeWelcome {
 		return false
 	}
+	c.failCalls()
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.ws.CloseNow()

@@ -165,6 +165,10 @@ type Hold struct {
 	// RecoveredAt is when a process was reconstructed after this released
 	// process_failed or recovery_gap hold.
 	RecoveredAt *time.Time
+	// IssuerSessionID is the Session whose runtime MCP interrupt_session
+	// placed this hold ("" for any other hold); only it may resume the
+	// hold through runtime MCP.
+	IssuerSessionID string
 }
 
 // Process is the record of a running session process, kept so that a

@@ -16,6 +16,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/delegation"
 	"github.com/helmr-go/helmr/internal/engine"
 	"github.com/helmr-go/helmr/internal/freezer"
 	"github.com/helmr-go/helmr/internal/protocol"
@@ -56,6 +57,7 @@ const (
 // Supervisor runs session processes.
 type Supervisor struct {
 	eng      *engine.Engine
+	deleg    *delegation.Dispatcher
 	launcher Launcher
 	log      *slog.Logger
 	socket   string
@@ -87,7 +89,7 @@ func New(eng *engine.Engine, l Launcher, opts Options) *Supervisor {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Supervisor{eng: eng, launcher: l, log: opts.Logger, socket: opts.SocketPath, opts: opts, ctx: ctx, cancel: cancel,
-		procs: map[string]*proc{}, tokens: map[string]*proc{}}
+		procs: map[string]*proc{}, tokens: map[string]*proc{}, deleg: delegation.New(eng)}
 	eng.SetNotifier(s)
 	return s
 }
@@ -135,7 +137,9 @@ type proc struct {
 	retireTimer   *time.Timer
 	// waits are the open waits of the running Turn, with their idle
 	// timeouts; see suspend.go.
-	waits      map[string]time.Duration
+	waits map[string]time.Duration
+	// mcpCalls counts runtime MCP calls in flight: the process is busy.
+	mcpCalls   int
 	freeze     freezer.Handle // nil when the host cannot freeze
 	frozen     bool
 	lastActive time.Time
@@ -566,7 +570,9 @@ func (s *Supervisor) write(p *proc, m *protocol.Msg) error {
 }
 
 func (s *Supervisor) serve(p *proc, conn *websocket.Conn) {
-	ctx := s.ctx
+	// Runtime MCP calls in flight end with the connection.
+	ctx, endConn := context.WithCancel(s.ctx)
+	defer endConn()
 	defer conn.CloseNow()
 	for {
 		_, b, err := conn.Read(ctx)
@@ -729,6 +735,8 @@ func (s *Supervisor) handle(ctx context.Context, p *proc, m *protocol.Msg) {
 		} else if !retire {
 			s.dispatch(p)
 		}
+	case protocol.TypeMCPScope, protocol.TypeMCPCall:
+		s.startMCP(ctx, p, m)
 	case protocol.TypeAsk, protocol.TypeTokenCreate, protocol.TypeWaitStart, protocol.TypeWaitResume, protocol.TypeWaitCancel:
 		s.handleWait(ctx, p, m)
 	default:

@@ -71,6 +71,9 @@ func (s *Supervisor) armIdle(p *proc) {
 // hibernateAfterIdle. ok is false when it may not be suspended. p.mu is
 // held.
 func (p *proc) idleFor() (idle time.Duration, ok bool) {
+	if p.mcpCalls > 0 {
+		return 0, false // a runtime MCP call (such as wait_turn) is in flight
+	}
 	for _, d := range p.waits {
 		idle, ok = max(idle, d), true
 	}

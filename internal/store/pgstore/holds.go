@@ -8,15 +8,15 @@ import (
 	"github.com/helmr-go/helmr/internal/store"
 )
 
-// Holds (migration 0003_holds). Calls that name a Session take its lock:
+// Holds (migrations 0003_holds, 0004_hold_issuer). Calls that name a Session take its lock:
 // InsertHold, ActiveHolds and HoldsToRecover, so that a hold placed
 // concurrently with a Turn's start is seen by one or the other.
 
-const holdCols = `id, session_id, kind, can_release, reason, created_at, released_at, recovered_at`
+const holdCols = `id, session_id, kind, can_release, reason, created_at, released_at, recovered_at, issuer_session_id`
 
 func scanHold(row pgx.Row) (*store.Hold, error) {
 	var h store.Hold
-	if err := row.Scan(&h.ID, &h.SessionID, &h.Kind, &h.CanRelease, &h.Reason, &h.CreatedAt, &h.ReleasedAt, &h.RecoveredAt); err != nil {
+	if err := row.Scan(&h.ID, &h.SessionID, &h.Kind, &h.CanRelease, &h.Reason, &h.CreatedAt, &h.ReleasedAt, &h.RecoveredAt, &h.IssuerSessionID); err != nil {
 		return nil, err
 	}
 	h.CreatedAt, h.ReleasedAt, h.RecoveredAt = utc(h.CreatedAt), utcPtr(h.ReleasedAt), utcPtr(h.RecoveredAt)
@@ -24,8 +24,8 @@ func scanHold(row pgx.Row) (*store.Hold, error) {
 }
 
 func (t *tx) InsertHold(ctx context.Context, h *store.Hold) error {
-	return t.insert(ctx, []string{h.SessionID}, `INSERT INTO holds(`+holdCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-		h.ID, h.SessionID, h.Kind, h.CanRelease, h.Reason, h.CreatedAt, h.ReleasedAt, h.RecoveredAt)
+	return t.insert(ctx, []string{h.SessionID}, `INSERT INTO holds(`+holdCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		h.ID, h.SessionID, h.Kind, h.CanRelease, h.Reason, h.CreatedAt, h.ReleasedAt, h.RecoveredAt, h.IssuerSessionID)
 }
 
 func (t *tx) GetHold(ctx context.Context, id string) (*store.Hold, error) {

@@ -8,16 +8,16 @@ import (
 	"github.com/helmr-go/helmr/internal/store"
 )
 
-// Holds (migration 0003_holds).
+// Holds (migrations 0003_holds, 0004_hold_issuer).
 
-const holdCols = `id, session_id, kind, can_release, reason, created_at, released_at, recovered_at`
+const holdCols = `id, session_id, kind, can_release, reason, created_at, released_at, recovered_at, issuer_session_id`
 
 func scanHold(sc interface{ Scan(...any) error }) (*store.Hold, error) {
 	var h store.Hold
 	var canRelease int
 	var created int64
 	var released, recovered sql.NullInt64
-	if err := sc.Scan(&h.ID, &h.SessionID, &h.Kind, &canRelease, &h.Reason, &created, &released, &recovered); err != nil {
+	if err := sc.Scan(&h.ID, &h.SessionID, &h.Kind, &canRelease, &h.Reason, &created, &released, &recovered, &h.IssuerSessionID); err != nil {
 		return nil, err
 	}
 	h.CanRelease, h.CreatedAt = canRelease != 0, fromMicros(created)
@@ -26,8 +26,8 @@ func scanHold(sc interface{ Scan(...any) error }) (*store.Hold, error) {
 }
 
 func (t *tx) InsertHold(ctx context.Context, h *store.Hold) error {
-	return t.exec(ctx, `INSERT INTO holds(`+holdCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		h.ID, h.SessionID, h.Kind, boolInt(h.CanRelease), h.Reason, micros(h.CreatedAt), nullMicros(h.ReleasedAt), nullMicros(h.RecoveredAt))
+	return t.exec(ctx, `INSERT INTO holds(`+holdCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		h.ID, h.SessionID, h.Kind, boolInt(h.CanRelease), h.Reason, micros(h.CreatedAt), nullMicros(h.ReleasedAt), nullMicros(h.RecoveredAt), h.IssuerSessionID)
 }
 
 func (t *tx) GetHold(ctx context.Context, id string) (*store.Hold, error) {

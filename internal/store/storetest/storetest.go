@@ -2469,7 +2469,7 @@ func storedHold(h store.Hold) store.Hold {
 }
 
 func testHolds(t *testing.T, s store.Store) {
-	interrupt := &store.Hold{ID: "hold-1", SessionID: "ses-1", Kind: "interrupt", CanRelease: true, CreatedAt: at(70)}
+	interrupt := &store.Hold{ID: "hold-1", SessionID: "ses-1", Kind: "interrupt", CanRelease: true, CreatedAt: at(70), IssuerSessionID: "ses-0"}
 	failed := &store.Hold{ID: "hold-2", SessionID: "ses-2", Kind: "process_failed", CanRelease: true,
 		Reason: "the session process exited with status 7", CreatedAt: at(71)}
 	other := &store.Hold{ID: "hold-3", SessionID: "ses-3", Kind: "storage_pressure", CreatedAt: at(72)}
