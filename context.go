@@ -2,6 +2,7 @@ package helmr
 
 import (
 	"context"
+	"net/http"
 
 	"github.com/helmr-go/helmr/internal/mcp"
 	"github.com/helmr-go/helmr/internal/sessionproc"
@@ -43,6 +44,26 @@ type MCP struct{ rt *mcp.Runtime }
 type MCPConnection struct {
 	URL     string
 	Headers map[string]string
+}
+
+// HTTPClient returns an HTTP client that sends the connection's headers
+// with every request, for MCP clients that take one (such as the official
+// Go SDK's StreamableClientTransport).
+func (c *MCPConnection) HTTPClient() *http.Client {
+	return &http.Client{Transport: headerTransport{headers: c.Headers, base: http.DefaultTransport}}
+}
+
+type headerTransport struct {
+	headers map[string]string
+	base    http.RoundTripper
+}
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range t.headers {
+		r.Header.Set(k, v)
+	}
+	return t.base.RoundTrip(r)
 }
 
 // ConnectionOptions returns a scoped connection to the runtime MCP

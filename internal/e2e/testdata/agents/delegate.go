@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/helmr-go/helmr"
+	"github.com/helmr-go/helmr/helmrtype"
+)
+
+// Runtime MCP test agents. driver connects to its runtime MCP server with
+// the official Go MCP SDK client and makes the calls its input lists;
+// limited is driver with a narrow maximum; worker is what they create.
+
+type driveInput struct {
+	// Policy scopes the connection the calls use (nil: the maximum).
+	Policy *helmr.RuntimeMCPPolicy `json:"policy,omitempty"`
+	// Scopes are asked for first, in order (null: the maximum).
+	Scopes []*helmr.RuntimeMCPPolicy `json:"scopes,omitempty"`
+	// Calls are made in order; a string argument "$N.key" is replaced by
+	// field key of call N's result.
+	Calls []driveCall `json:"calls,omitempty"`
+}
+
+type driveCall struct {
+	Tool string         `json:"tool"`
+	Args map[string]any `json:"args,omitempty"`
+}
+
+type scopeResult struct {
+	Auth  string `json:"auth,omitempty"`
+	URL   string `json:"url,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+type callResult struct {
+	Result map[string]any `json:"result,omitempty"`
+	// Error is the tool's error envelope, or a protocol error's text.
+	Error string `json:"error,omitempty"`
+}
+
+type driveResult struct {
+	Scopes []scopeResult `json:"scopes,omitempty"`
+	Tools  []string      `json:"tools"`
+	Calls  []callResult  `json:"calls"`
+}
+
+func drive(ctx context.Context, t *helmr.Turn[driveInput], ac *helmr.AgentContext[struct{}]) (driveResult, error) {
+	var out driveResult
+	for _, p := range t.Input.Scopes {
+		c, err := ac.MCP.ConnectionOptions(ctx, p)
+		if err != nil {
+			out.Scopes = append(out.Scopes, scopeResult{Error: err.Error()})
+			continue
+		}
+		out.Scopes = append(out.Scopes, scopeResult{Auth: c.Headers["Authorization"], URL: c.URL})
+	}
+	if t.Input.Calls == nil {
+		return out, nil
+	}
+	conn, err := ac.MCP.ConnectionOptions(ctx, t.Input.Policy)
+	if err != nil {
+		return out, err
+	}
+	client := sdk.NewClient(&sdk.Implementation{Name: "driver", Version: "v1"}, nil)
+	cs, err := client.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: conn.URL, HTTPClient: conn.HTTPClient()}, nil)
+	if err != nil {
+		return out, fmt.Errorf("connect to runtime MCP: %w", err)
+	}
+	defer cs.Close()
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		return out, err
+	}
+	for _, tl := range tools.Tools {
+		out.Tools = append(out.Tools, tl.Name)
+	}
+	for _, c := range t.Input.Calls {
+		args := map[string]any{}
+		for k, v := range c.Args {
+			args[k] = resolveRef(v, out.Calls)
+		}
+		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: c.Tool, Arguments: args})
+		var r callResult
+		switch {
+		case err != nil:
+			r.Error = err.Error()
+		case res.IsError:
+			r.Error = res.Content[0].(*sdk.TextContent).Text
+		default:
+			json.Unmarshal([]byte(res.Content[0].(*sdk.TextContent).Text), &r.Result)
+		}
+		out.Calls = append(out.Calls, r)
+	}
+	return out, nil
+}
+
+// resolveRef replaces "$N.key" with field key of call N's result.
+func resolveRef(v any, done []callResult) any {
+	s, ok := v.(string)
+	if !ok || !strings.HasPrefix(s, "$") {
+		return v
+	}
+	n, key, ok := strings.Cut(s[1:], ".")
+	i, err := strconv.Atoi(n)
+	if !ok || err != nil || i >= len(done) {
+		return v
+	}
+	return done[i].Result[key]
+}
+
+var driver = helmr.Agent(helmr.AgentSpec[driveInput, driveResult, struct{}]{ID: "driver", Template: box, Turn: drive})
+
+var limited = helmr.Agent(helmr.AgentSpec[driveInput, driveResult, struct{}]{ID: "limited", Template: box, Turn: drive,
+	RuntimeMCP: &helmr.RuntimeMCPPolicy{Allow: []helmr.RuntimeMCPRule{
+		{Operation: helmrtype.MCPSpawn, Agents: []string{"worker", "driver"}},
+		{Operation: helmrtype.MCPInspectTurn, Agents: []string{"worker", "driver"}},
+		{Operation: helmrtype.MCPInspectSession, Agents: []string{"worker"}},
+	}}})
+
+type workIn struct {
+	N int `json:"n"`
+	// Block makes the worker wait until its Turn is cancelled.
+	Block bool `json:"block,omitempty"`
+}
+
+type workOut struct {
+	Square int               `json:"square"`
+	Source helmr.InputSource `json:"source"`
+	Parent string            `json:"parent"`
+}
+
+var worker = helmr.Agent(helmr.AgentSpec[workIn, workOut, struct{}]{ID: "worker", Template: box,
+	Turn: func(ctx context.Context, t *helmr.Turn[workIn], ac *helmr.AgentContext[struct{}]) (workOut, error) {
+		if t.Input.Block {
+			t.Output.Write(ctx, "blocking\n")
+			<-ctx.Done()
+			return workOut{}, context.Cause(ctx)
+		}
+		return workOut{Square: t.Input.N * t.Input.N, Source: t.Source, Parent: ac.Session.ParentID}, nil
+	}})
