@@ -124,7 +124,7 @@ var limited = helmr.Agent(helmr.AgentSpec[driveInput, driveResult, struct{}]{ID:
 	}}})
 
 type workIn struct {
-	N int `json:"n"`
+	N int `json:"n,omitempty"`
 	// Block makes the worker wait until its Turn is cancelled.
 	Block bool `json:"block,omitempty"`
 }
