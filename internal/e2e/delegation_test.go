@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/store/pgstore/pgtest"
 )
 
 // Runtime MCP delegation end to end: real agent processes connect to their
@@ -153,7 +154,14 @@ func TestDelegationPlannerSpawnsWorkers(t *testing.T) {
 }
 
 func TestDelegationScopesAndOwnership(t *testing.T) {
-	p := startPlane(t, "")
+	delegationOwnership(t, startPlane(t, ""))
+}
+
+func TestDelegationOnPostgreSQL(t *testing.T) {
+	delegationOwnership(t, startPlaneWith(t, t.TempDir(), "127.0.0.1:0", pgtest.URL(t)))
+}
+
+func delegationOwnership(t *testing.T, p *plane) {
 	// Turn 1: the root spawns a worker that blocks until cancelled.
 	root, _, out := p.drive("driver", "", driveIn{Calls: []call{
 		{Tool: "spawn", Args: map[string]any{"agent": "worker", "input": map[string]any{"block": true}, "idempotency_key": "blocker"}},
