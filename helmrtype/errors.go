@@ -41,7 +41,10 @@ const (
 	CodeInternal              Code = "internal"
 
 	// Questions, tokens and waits.
-	CodeAnswerInvalid           Code = "answer_invalid"
+	CodeAnswerInvalid Code = "answer_invalid"
+	// CodePolicyInvalid: a runtime MCP policy is not well formed or names
+	// Agents outside its manifest.
+	CodePolicyInvalid           Code = "policy_invalid"
 	CodeAskNotPending           Code = "ask_not_pending"
 	CodeTokenCancelled          Code = "token_cancelled"
 	CodeTokenCompletionConflict Code = "token_completion_conflict"
@@ -112,7 +115,7 @@ func HTTPStatus(code Code) int {
 	switch code {
 	case CodeNotFound, CodeNoDeployment:
 		return http.StatusNotFound
-	case CodeInvalidRequest, CodeInputInvalid, CodeResultInvalid, CodeOutputInvalid, CodeAnswerInvalid:
+	case CodeInvalidRequest, CodeInputInvalid, CodeResultInvalid, CodeOutputInvalid, CodeAnswerInvalid, CodePolicyInvalid:
 		return http.StatusBadRequest
 	case CodeLimitExceeded:
 		return http.StatusRequestEntityTooLarge

@@ -10,10 +10,6 @@ import (
 	"strings"
 )
 
-// CodePolicyInvalid is the error code of a runtime MCP policy that is not
-// well formed or names Agents outside its manifest.
-const CodePolicyInvalid Code = "policy_invalid"
-
 // Runtime MCP operations a policy rule can grant.
 const (
 	MCPStart            = "start"
