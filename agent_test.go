@@ -3,6 +3,7 @@ package helmr
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -164,5 +165,40 @@ func TestNilMapAndPointerResultsValidate(t *testing.T) {
 	}
 	if _, err := p.Validate(ctx, json.RawMessage(`{"issue":"x"}`)); err == nil {
 		t.Fatal("pointer to struct took a bad field")
+	}
+}
+
+func TestRuntimeMCPInTheManifest(t *testing.T) {
+	mustPanic(t, "list_computers takes neither", func() {
+		Agent(AgentSpec[InputContent, any, struct{}]{ID: "a", Template: testBox, Turn: textTurn,
+			RuntimeMCP: &RuntimeMCPPolicy{Allow: []RuntimeMCPRule{{Operation: helmrtype.MCPListComputers, Agents: []string{"a"}}}}})
+	})
+	mustPanic(t, "derived from inspect_turn", func() {
+		Agent(AgentSpec[InputContent, any, struct{}]{ID: "a", Template: testBox, Turn: textTurn,
+			RuntimeMCP: &RuntimeMCPPolicy{Allow: []RuntimeMCPRule{{Operation: "wait_turn", Agents: []string{"a"}}}}})
+	})
+	none := Agent(AgentSpec[InputContent, any, struct{}]{ID: "none", Template: testBox, Turn: textTurn, RuntimeMCP: &RuntimeMCPPolicy{}})
+	inherit := Agent(AgentSpec[InputContent, any, struct{}]{ID: "inherit", Template: testBox, Turn: textTurn})
+	spawner := Agent(AgentSpec[InputContent, any, struct{}]{ID: "spawner", Template: testBox, Turn: textTurn,
+		RuntimeMCP: &RuntimeMCPPolicy{Allow: []RuntimeMCPRule{{Operation: helmrtype.MCPSpawn, Agents: []string{"none"}}}}})
+	m, err := BuildManifest(none, inherit, spawner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(m.Agents[0].RuntimeMCP); got != `{"allow":[]}` {
+		t.Errorf("an empty maximum is written %s, want {\"allow\":[]}", got)
+	}
+	if m.Agents[1].RuntimeMCP != nil {
+		t.Errorf("an omitted maximum is written %s, want nothing", m.Agents[1].RuntimeMCP)
+	}
+	p, err := m.RuntimeMCPOf(&m.Agents[1])
+	if err != nil || len(p.Allow) != 12 || !slices.Equal(p.Allow[0].Agents, []string{"inherit", "none", "spawner"}) {
+		t.Errorf("the omitted maximum resolves to %+v %v", p, err)
+	}
+	// A policy naming an Agent outside the program fails the build.
+	stray := Agent(AgentSpec[InputContent, any, struct{}]{ID: "stray", Template: testBox, Turn: textTurn,
+		RuntimeMCP: &RuntimeMCPPolicy{Allow: []RuntimeMCPRule{{Operation: helmrtype.MCPSpawn, Agents: []string{"ghost"}}}}})
+	if _, err := BuildManifest(none, stray); err == nil || !strings.Contains(err.Error(), `"ghost" is not in this manifest`) {
+		t.Fatalf("a policy naming an unknown Agent: %v", err)
 	}
 }

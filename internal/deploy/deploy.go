@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -47,7 +48,17 @@ func ReadManifest(ctx context.Context, binary string) (helmrtype.Manifest, error
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return m, helmrtype.Errorf(helmrtype.CodeInvalidRequest, "the agent program did not print its manifest (is it built with helmr.Main?): %v %s", err, bytes.TrimSpace(stderr.Bytes()))
+		msg := bytes.TrimSpace(stderr.Bytes())
+		var exit *exec.ExitError
+		if errors.As(err, &exit) && exit.ExitCode() == 2 && len(msg) > 0 {
+			// helmr.Main exits 2 when the program's definitions are invalid.
+			code := helmrtype.CodeInvalidRequest
+			if bytes.Contains(msg, []byte("runtime MCP policy")) {
+				code = helmrtype.CodePolicyInvalid
+			}
+			return m, helmrtype.Errorf(code, "the agent program's definitions are invalid: %s", msg)
+		}
+		return m, helmrtype.Errorf(helmrtype.CodeInvalidRequest, "the agent program did not print its manifest (is it built with helmr.Main?): %v %s", err, msg)
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &m); err != nil {
 		return m, helmrtype.Errorf(helmrtype.CodeInvalidRequest, "the agent program's manifest is not valid: %v", err)
