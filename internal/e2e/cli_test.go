@@ -292,19 +292,23 @@ func TestHelmrDevRedeploysOnChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(src) })
-	code, err := os.ReadFile("testdata/agents/main.go")
-	if err != nil {
-		t.Fatal(err)
+	files, err := filepath.Glob("testdata/agents/*.go")
+	if err != nil || len(files) == 0 {
+		t.Fatal("test agent sources", err)
 	}
-	if err := os.WriteFile(filepath.Join(src, "main.go"), code, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if w, err := os.ReadFile("testdata/agents/waiter.go"); err != nil || os.WriteFile(filepath.Join(src, "waiter.go"), w, 0o644) != nil {
-		t.Fatal("copy waiter.go", err)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil || os.WriteFile(filepath.Join(src, filepath.Base(f)), b, 0o644) != nil {
+			t.Fatal("copy", f, err)
+		}
 	}
 	s := startServer(t, t.TempDir(), "dev", src)
 	rec := createEcho(t, s, "before")
 	// Change the program: the echo prefix.
+	code, err := os.ReadFile("testdata/agents/main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
 	changed := strings.Replace(string(code), `"echo: "`, `"echo v2: "`, 1)
 	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte(changed), 0o644); err != nil {
 		t.Fatal(err)

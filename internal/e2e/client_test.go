@@ -85,7 +85,7 @@ func TestGoClientAgainstServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	page, err := c.Agents.List(ctx, helmrclient.AgentListOptions{})
-	if err != nil || len(page.Agents) != 10 {
+	if err != nil || len(page.Agents) != len(agentBinary(t).Manifest.Agents) {
 		t.Fatalf("agents: %v %+v", err, page)
 	}
 	info, _ := c.Agents.Get(ctx, "typed", helmrclient.AgentGetOptions{})
