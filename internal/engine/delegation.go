@@ -37,18 +37,11 @@ func (e *Engine) RuntimeMCPMaximum(ctx context.Context, sessionID string) (*helm
 	var max *helmrtype.RuntimeMCPPolicy
 	var agents []string
 	err := e.store.View(ctx, func(tx store.Tx) error {
-		s, err := e.getSessionTx(ctx, tx, sessionID)
-		if err != nil {
-			return err
-		}
-		dep, err := e.deploymentTx(ctx, tx, s.DeploymentID)
+		s, dep, _, err := e.sessionAgentTx(ctx, tx, sessionID)
 		if err != nil {
 			return err
 		}
 		max = dep.mcp[s.Agent]
-		if max == nil {
-			return notFound("agent", s.Agent)
-		}
 		for _, a := range dep.manifest.Agents {
 			agents = append(agents, a.ID)
 		}

@@ -150,6 +150,24 @@ func (e *Engine) deploymentTx(ctx context.Context, tx store.Tx, id string) (*dep
 	return e.cacheDeployment(row)
 }
 
+// sessionAgentTx loads a Session with the Deployment it is pinned to and
+// its Agent's manifest entry there.
+func (e *Engine) sessionAgentTx(ctx context.Context, tx store.Tx, sessionID string) (*store.Session, *deployment, *helmrtype.AgentManifest, error) {
+	s, err := e.getSessionTx(ctx, tx, sessionID)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	dep, err := e.deploymentTx(ctx, tx, s.DeploymentID)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	a, ok := dep.agents[s.Agent]
+	if !ok {
+		return nil, nil, nil, notFound("agent", s.Agent)
+	}
+	return s, dep, a, nil
+}
+
 func (e *Engine) currentDeploymentTx(ctx context.Context, tx store.Tx) (*deployment, error) {
 	id, err := tx.GetMeta(ctx, metaCurrentDeployment)
 	if errors.Is(err, store.ErrNotFound) {

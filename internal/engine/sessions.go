@@ -221,20 +221,12 @@ func (e *Engine) Enqueue(ctx context.Context, sessionID string, req helmrtype.En
 		var err error
 		started, msgs = nil, nil
 		out, replay, err = idempotent(ctx, tx, now, "turns.enqueue:"+sessionID, req.IdempotencyKey, req, func() (*helmrtype.TurnState, error) {
-			s, err := e.getSessionTx(ctx, tx, sessionID)
+			s, _, a, err := e.sessionAgentTx(ctx, tx, sessionID)
 			if err != nil {
 				return nil, err
 			}
 			if s.Status != helmrtype.SessionOpen {
 				return nil, helmrtype.Errorf(helmrtype.CodeSessionClosed, "session %s is %s and admits no new turns", s.ID, s.Status)
-			}
-			dep, err := e.deploymentTx(ctx, tx, s.DeploymentID)
-			if err != nil {
-				return nil, err
-			}
-			a, ok := dep.agents[s.Agent]
-			if !ok {
-				return nil, notFound("agent", s.Agent)
 			}
 			input, err := checkInput(a, req.Input)
 			if err != nil {

@@ -31,17 +31,9 @@ var ErrHeld = errors.New("engine: the session is held")
 func (e *Engine) PrepareLaunch(ctx context.Context, sessionID string, reattach bool) (*Launch, error) {
 	var out *Launch
 	err := e.store.Update(ctx, func(tx store.Tx) error {
-		s, err := e.getSessionTx(ctx, tx, sessionID)
+		s, dep, a, err := e.sessionAgentTx(ctx, tx, sessionID)
 		if err != nil {
 			return err
-		}
-		dep, err := e.deploymentTx(ctx, tx, s.DeploymentID)
-		if err != nil {
-			return err
-		}
-		a, ok := dep.agents[s.Agent]
-		if !ok {
-			return notFound("agent", s.Agent)
 		}
 		if !reattach {
 			if held, err := e.heldTx(ctx, tx, s.ID); err != nil || held {
