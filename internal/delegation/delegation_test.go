@@ -1010,3 +1010,27 @@ func TestPublicationChecksRuntimeMCP(t *testing.T) {
 		}
 	}
 }
+
+// A closing caller creates nothing more, but a replay of what it created
+// before still answers with the first Session.
+func TestClosingCallerCreatesNothing(t *testing.T) {
+	v := newEnv(t)
+	root, turn := v.root("planner")
+	max := v.max(root)
+	started := v.create(root, turn, max, "start", "worker", "s1")
+	spawned := v.create(root, turn, max, "spawn", "worker", "c1")
+	if _, err := v.e.CloseSession(v.ctx, root, helmrtype.ControlRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		op, key string
+		first   engine.DelegatedCreate
+	}{{"start", "s1", started}, {"spawn", "c1", spawned}} {
+		again := v.create(root, turn, max, c.op, "worker", c.key)
+		if again.SessionID != c.first.SessionID || again.Created {
+			t.Errorf("%s replay from a closing caller: %+v, want %+v with created false", c.op, again, c.first)
+		}
+		_, err := v.call(root, turn, max, c.op, args{"agent": "worker", "input": inputFor("worker"), "idempotency_key": c.key + "-new"})
+		wantCode(t, err, helmrtype.CodeSessionClosed, c.op+" from a closing caller")
+	}
+}

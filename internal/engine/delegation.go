@@ -128,11 +128,9 @@ func (e *Engine) CreateFor(ctx context.Context, d *Delegator, op, agent string, 
 		return nil, denied("the scope does not grant %s of Agent %q on a %s Computer", op, agent, placement)
 	}
 	req := helmrtype.SessionCreateRequest{Agent: agent, Input: input, IdempotencyKey: idempotencyKey, ComputerID: computerID}
-	opts := createOpts{scope: "mcp." + op + ":" + caller.ID, computerID: computerID}
+	opts := createOpts{scope: "mcp." + op + ":" + caller.ID, computerID: computerID, creator: caller}
 	if op == helmrtype.MCPSpawn {
 		opts.deploymentID, opts.owner = caller.DeploymentID, caller
-	} else if caller.Status != helmrtype.SessionOpen {
-		return nil, helmrtype.Errorf(helmrtype.CodeSessionClosed, "session %s is %s and cannot create Sessions", caller.ID, caller.Status)
 	}
 	r, replay, err := e.createSession(ctx, req, d.Caller(), opts)
 	if err != nil {

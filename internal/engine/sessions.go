@@ -62,6 +62,9 @@ type createOpts struct {
 	scope string
 	// deploymentID pins the Session to this Deployment ("" the current one).
 	deploymentID string
+	// creator is the Session that asks through runtime MCP (nil for the
+	// API); it must be open.
+	creator *store.Session
 	// owner is the Session that owns the new one (nil for a root Session).
 	owner *store.Session
 	// computerID places the Session on an existing Computer ("" a new one).
@@ -94,10 +97,10 @@ func (e *Engine) createSession(ctx context.Context, req helmrtype.SessionCreateR
 			if err != nil {
 				return nil, err
 			}
-			if opts.owner != nil {
+			if opts.creator != nil {
 				// Re-read in this transaction: a cancelled or closing
-				// owner takes no new children.
-				o, err := e.getSessionTx(ctx, tx, opts.owner.ID)
+				// Session creates nothing (a replay still answers above).
+				o, err := e.getSessionTx(ctx, tx, opts.creator.ID)
 				if err != nil {
 					return nil, err
 				}
