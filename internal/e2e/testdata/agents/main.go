@@ -247,4 +247,6 @@ var badinit = helmr.Agent(helmr.AgentSpec[text, any, struct{}]{ID: "badinit", Te
 		return nil, nil
 	}})
 
-func main() { helmr.Main(echo, typed, limits, chat, slow, deadline, badinit, waiter, counter, sleepy, driver, limited, worker) }
+func main() {
+	helmr.Main(echo, typed, limits, chat, slow, deadline, badinit, waiter, counter, sleepy, driver, limited, worker)
+}
