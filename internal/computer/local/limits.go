@@ -1,0 +1,310 @@
+package local
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/helmr-go/helmr/helmrtype"
+)
+
+// Resource limits. Each Computer gets a cgroup per controller — memory and
+// cpu — named <CgroupName>/<computer id>, shared by all its processes:
+//   - cgroup v1: memory.limit_in_bytes (and memory.memsw.limit_in_bytes
+//     when swap accounting exists) and cpu.cfs_quota_us over a 100 ms
+//     period, in the memory and cpu hierarchies;
+//   - cgroup v2: memory.max, memory.swap.max and cpu.max in one group under
+//     the unified hierarchy's root.
+// A new process is moved in right after it starts, before it runs user
+// code (the runtime welcomes a session process only after that): its
+// leader first, then every member of its process group, so that a child
+// forked meanwhile is caught.
+
+const cpuPeriod = 100000 // µs
+
+type limiter struct {
+	log *slog.Logger
+	// dirs are the parent directories (one per controller hierarchy) to
+	// create the Computers' cgroups in; empty when no limits are possible.
+	mem, cpu string
+	v2       bool
+	why      string
+}
+
+func newLimiter(name string, log *slog.Logger) *limiter {
+	l := &limiter{log: log}
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		base := filepath.Join("/sys/fs/cgroup", name)
+		if err := enableV2(base); err != nil {
+			l.why = "cgroup v2: " + err.Error()
+		} else {
+			l.mem, l.cpu, l.v2 = base, base, true
+		}
+	} else {
+		mounts := v1Mounts()
+		for _, c := range []struct {
+			ctrl string
+			dst  *string
+		}{{"memory", &l.mem}, {"cpu", &l.cpu}} {
+			m, ok := mounts[c.ctrl]
+			if !ok {
+				l.why += "no cgroup v1 " + c.ctrl + " hierarchy; "
+				continue
+			}
+			d := filepath.Join(m, name)
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				l.why += err.Error() + "; "
+				continue
+			}
+			*c.dst = d
+		}
+	}
+	if l.mem == "" || l.cpu == "" {
+		log.Warn("computers: resource limits are not enforced", "reason", l.why)
+	} else {
+		log.Info("computers: resource limits enforced with cgroups", "kind", l.kind())
+	}
+	return l
+}
+
+// enableV2 creates base under the unified hierarchy with the memory and
+// cpu controllers available to its children.
+func enableV2(base string) error {
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return err
+	}
+	for _, d := range []string{filepath.Dir(base), base} {
+		if err := os.WriteFile(filepath.Join(d, "cgroup.subtree_control"), []byte("+memory +cpu"), 0); err != nil {
+			return fmt.Errorf("enable memory and cpu in %s: %w", d, err)
+		}
+	}
+	return nil
+}
+
+// v1Mounts maps each cgroup v1 controller to its hierarchy's mount point.
+func v1Mounts() map[string]string {
+	out := map[string]string{}
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return out
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// … mountpoint … - fstype source superoptions
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		fields, pf := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(fields) < 5 || len(pf) < 3 || pf[0] != "cgroup" {
+			continue
+		}
+		for _, opt := range strings.Split(pf[2], ",") {
+			if opt == "memory" || opt == "cpu" {
+				if _, seen := out[opt]; !seen {
+					out[opt] = fields[4]
+				}
+			}
+		}
+	}
+	return out
+}
+
+func (l *limiter) kind() string {
+	switch {
+	case l.mem == "" || l.cpu == "":
+		return ""
+	case l.v2:
+		return "cgroup-v2"
+	}
+	return "cgroup-v1"
+}
+
+// apply puts the process tree led by pid (its process group) into the
+// Computer's cgroups, creating them with the Template's limits. Without
+// limits configured (no memory, no cpu) the process still joins, so that
+// later limits and accounting cover it.
+func (l *limiter) apply(id string, r helmrtype.ResourcesManifest, pid int) error {
+	if l.kind() == "" {
+		return nil
+	}
+	var mem int64
+	if r.Memory != "" {
+		var err error
+		if mem, err = helmrtype.ParseMemory(r.Memory); err != nil {
+			return err
+		}
+	}
+	dirs := []string{filepath.Join(l.mem, id)}
+	if !l.v2 {
+		dirs = append(dirs, filepath.Join(l.cpu, id))
+	}
+	for _, d := range dirs {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	if err := l.setLimits(id, mem, r.CPU); err != nil {
+		return err
+	}
+	for _, d := range dirs {
+		if err := movePgrp(d, pid); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *limiter) setLimits(id string, mem int64, cpu float64) error {
+	write := func(file, v string) error {
+		if err := os.WriteFile(file, []byte(v), 0); err != nil {
+			return fmt.Errorf("write %s: %w", file, err)
+		}
+		return nil
+	}
+	quota := "max"
+	if cpu > 0 {
+		quota = strconv.FormatInt(max(int64(cpu*cpuPeriod), 1000), 10)
+	}
+	if l.v2 {
+		d := filepath.Join(l.mem, id)
+		m := "max"
+		if mem > 0 {
+			m = strconv.FormatInt(mem, 10)
+		}
+		if err := write(filepath.Join(d, "memory.max"), m); err != nil {
+			return err
+		}
+		if mem > 0 {
+			// Swap would let a hog outlive its limit; absent without swap.
+			os.WriteFile(filepath.Join(d, "memory.swap.max"), []byte("0"), 0)
+		}
+		return write(filepath.Join(d, "cpu.max"), quota+" "+strconv.Itoa(cpuPeriod))
+	}
+	md, cd := filepath.Join(l.mem, id), filepath.Join(l.cpu, id)
+	m := "-1"
+	if mem > 0 {
+		m = strconv.FormatInt(mem, 10)
+	}
+	// memsw must stay ≥ the memory limit: order the writes accordingly.
+	memsw := filepath.Join(md, "memory.memsw.limit_in_bytes")
+	_, swapErr := os.Stat(memsw)
+	if swapErr == nil && mem > 0 {
+		if err := write(filepath.Join(md, "memory.limit_in_bytes"), m); err != nil {
+			return err
+		}
+		if err := write(memsw, m); err != nil {
+			return err
+		}
+	} else {
+		if swapErr == nil {
+			os.WriteFile(memsw, []byte("-1"), 0)
+		}
+		if err := write(filepath.Join(md, "memory.limit_in_bytes"), m); err != nil {
+			return err
+		}
+	}
+	if cpu <= 0 {
+		quota = "-1"
+	}
+	if err := write(filepath.Join(cd, "cpu.cfs_period_us"), strconv.Itoa(cpuPeriod)); err != nil {
+		return err
+	}
+	return write(filepath.Join(cd, "cpu.cfs_quota_us"), quota)
+}
+
+// movePgrp moves pid, then every process of its group, into the cgroup
+// dir, until a scan finds none left outside.
+func movePgrp(dir string, pid int) error {
+	procs := filepath.Join(dir, "cgroup.procs")
+	if err := os.WriteFile(procs, []byte(strconv.Itoa(pid)), 0); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("move %d into %s: %w", pid, dir, err)
+	}
+	for range 5 {
+		members, err := groupMembers(pid)
+		if err != nil {
+			return err
+		}
+		inside, err := readPids(procs)
+		if err != nil {
+			return err
+		}
+		moved := false
+		for _, m := range members {
+			if inside[m] {
+				continue
+			}
+			if err := os.WriteFile(procs, []byte(strconv.Itoa(m)), 0); err != nil && !errors.Is(err, syscall.ESRCH) {
+				return fmt.Errorf("move %d into %s: %w", m, dir, err)
+			}
+			moved = true
+		}
+		if !moved {
+			return nil
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return nil
+}
+
+// groupMembers lists the processes whose process group is pgid.
+func groupMembers(pgid int) ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp …: comm may hold spaces and parens.
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) > 2 {
+			if g, _ := strconv.Atoi(f[2]); g == pgid {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out, nil
+}
+
+func readPids(file string) (map[int]bool, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int]bool{}
+	for _, l := range strings.Fields(string(b)) {
+		if n, err := strconv.Atoi(l); err == nil {
+			out[n] = true
+		}
+	}
+	return out, nil
+}
+
+// remove deletes a Computer's cgroups (they must be empty).
+func (l *limiter) remove(id string) {
+	if l.kind() == "" {
+		return
+	}
+	syscall.Rmdir(filepath.Join(l.mem, id))
+	if !l.v2 {
+		syscall.Rmdir(filepath.Join(l.cpu, id))
+	}
+}

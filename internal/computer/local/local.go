@@ -1,0 +1,409 @@
+// Package local is the default Computer provider: each Computer is a
+// directory on this machine (its durable /workspace and /tmp), and its
+// processes run in bubblewrap sandboxes — new user, PID, mount, IPC, UTS and
+// (unless the Template asks for the network) network namespaces — over a
+// read-only root filesystem, with CPU and memory limits from cgroups. With
+// Unsafe, processes run as plain host processes instead; it is for hosts
+// that cannot sandbox, and only when the user asked for it.
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/helmr-go/helmr/internal/computer"
+)
+
+// Kinds of isolation.
+const (
+	KindBubblewrap = "bubblewrap"
+	KindUnsafe     = "unsafe"
+)
+
+// ErrNoSandbox is returned by New when bubblewrap cannot run here and
+// Unsafe was not asked for.
+var ErrNoSandbox = errors.New("local: this host cannot run bubblewrap sandboxes")
+
+// Options configure the provider.
+type Options struct {
+	// Dir holds one directory per Computer.
+	Dir    string
+	Logger *slog.Logger
+	// Unsafe runs processes on the host without a sandbox when bubblewrap
+	// is not usable (never when it is).
+	Unsafe bool
+	// Bwrap is the bubblewrap binary; default "bwrap" on PATH.
+	Bwrap string
+	// CgroupName names this provider's cgroup under each hierarchy's root
+	// (default "helmr"); one provider per name.
+	CgroupName string
+}
+
+// Provider runs Computers on this machine.
+type Provider struct {
+	opts   Options
+	log    *slog.Logger
+	kind   string
+	bwrap  string
+	limits *limiter
+}
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// New checks that bubblewrap works here (it runs a trivial sandbox) and
+// which cgroup controllers can limit resources, and says so in the log.
+func New(opts Options) (*Provider, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.CgroupName == "" {
+		opts.CgroupName = "helmr"
+	}
+	if opts.Bwrap == "" {
+		opts.Bwrap = "bwrap"
+	}
+	abs, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	opts.Dir = abs
+	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+		return nil, err
+	}
+	p := &Provider{opts: opts, log: opts.Logger, kind: KindBubblewrap}
+	if err := p.probe(); err != nil {
+		if !opts.Unsafe {
+			return nil, fmt.Errorf("%w: %v (install bubblewrap and allow user namespaces, or run with --unsafe-no-sandbox to run agent processes unisolated on the host)", ErrNoSandbox, err)
+		}
+		p.kind = KindUnsafe
+		p.log.Warn("computers are NOT sandboxed: agent processes run as plain host processes with the control plane's rights", "reason", err)
+	} else {
+		p.log.Info("computers are sandboxed with bubblewrap", "bwrap", p.bwrap)
+	}
+	p.limits = newLimiter(opts.CgroupName, p.log)
+	return p, nil
+}
+
+// probe runs a minimal sandbox.
+func (p *Provider) probe() error {
+	path, err := exec.LookPath(p.opts.Bwrap)
+	if err != nil {
+		return err
+	}
+	p.bwrap = path
+	true_, err := exec.LookPath("true")
+	if err != nil {
+		return err
+	}
+	args := []string{"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--die-with-parent"}
+	args = append(args, hostRoot()...)
+	args = append(args, "--proc", "/proc", "--dev", "/dev", "--", true_)
+	out, err := exec.Command(path, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s: %v: %s", path, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// Kind is "bubblewrap" or "unsafe".
+func (p *Provider) Kind() string { return p.kind }
+
+// Limits names the cgroup mechanism that enforces resource limits ("" if
+// none can).
+func (p *Provider) Limits() string { return p.limits.kind() }
+
+func (p *Provider) dir(id string) (string, error) {
+	if !idPattern.MatchString(id) {
+		return "", fmt.Errorf("local: invalid computer id %q", id)
+	}
+	return filepath.Join(p.opts.Dir, id), nil
+}
+
+// Create makes the Computer's directories: workspace and tmp.
+func (p *Provider) Create(ctx context.Context, spec computer.Spec) error {
+	d, err := p.dir(spec.ID)
+	if err != nil {
+		return err
+	}
+	for _, sub := range []string{"workspace", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(d, sub), 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Workspace returns the host directory of a Computer's /workspace.
+func (p *Provider) Workspace(id string) (string, error) {
+	d, err := p.dir(id)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(d, "workspace"), nil
+}
+
+// Delete removes the Computer's files and its cgroups.
+func (p *Provider) Delete(ctx context.Context, id string) error {
+	d, err := p.dir(id)
+	if err != nil {
+		return err
+	}
+	p.limits.remove(id)
+	return os.RemoveAll(d)
+}
+
+// hostDirs are the host's system directories a host image shows.
+var hostDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"}
+
+// hostSecrets are hidden even from a host image: /etc is shown read-only,
+// but these could let a process learn host credentials.
+var hostSecrets = []string{"/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", "/etc/sudoers",
+	"/etc/ssh", "/etc/ssl/private", "/etc/sudoers.d", "/etc/security/opasswd"}
+
+// hostRoot returns the bubblewrap arguments that show the host's system
+// directories read-only (symlinks such as /bin -> usr/bin kept as links).
+func hostRoot() []string {
+	var args []string
+	for _, d := range hostDirs {
+		fi, err := os.Lstat(d)
+		switch {
+		case err != nil:
+		case fi.Mode()&os.ModeSymlink != 0:
+			if t, err := os.Readlink(d); err == nil {
+				args = append(args, "--symlink", t, d)
+			}
+		case fi.IsDir():
+			args = append(args, "--ro-bind", d, d)
+		}
+	}
+	for _, s := range hostSecrets {
+		fi, err := os.Lstat(s)
+		switch {
+		case err != nil:
+		case fi.IsDir():
+			args = append(args, "--tmpfs", s, "--remount-ro", s)
+		default:
+			args = append(args, "--ro-bind", "/dev/null", s)
+		}
+	}
+	return args
+}
+
+// imageRoot returns the arguments that show an image directory as the
+// root, read-only: each top-level entry is bound on its own, so that the
+// sandbox's own root stays writable for /workspace, /tmp and binds.
+func imageRoot(root string) ([]string, error) {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return nil, fmt.Errorf("local: image root: %w", err)
+	}
+	var args []string
+	for _, e := range entries {
+		name := "/" + e.Name()
+		switch name {
+		case computer.Workspace, computer.Tmp, "/proc", "/dev":
+			continue
+		}
+		src := filepath.Join(root, e.Name())
+		if e.Type()&os.ModeSymlink != 0 {
+			t, err := os.Readlink(src)
+			if err != nil {
+				return nil, err
+			}
+			args = append(args, "--symlink", t, name)
+			continue
+		}
+		args = append(args, "--ro-bind", src, name)
+	}
+	return args, nil
+}
+
+// defaultPath is PATH inside a Computer when the image sets none.
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// environment builds a process's environment: defaults, then the image's,
+// then the process's own (later entries win).
+func environment(img computer.Image, extra []string) []string {
+	env := []string{"PATH=" + defaultPath, "HOME=" + computer.Workspace, "TMPDIR=" + computer.Tmp, "LANG=C.UTF-8"}
+	set := func(kv string) {
+		k, _, _ := strings.Cut(kv, "=")
+		for i, e := range env {
+			if strings.HasPrefix(e, k+"=") {
+				env[i] = kv
+				return
+			}
+		}
+		env = append(env, kv)
+	}
+	for _, kv := range img.Env {
+		set(kv)
+	}
+	for _, kv := range extra {
+		set(kv)
+	}
+	return env
+}
+
+// Start runs a process in the Computer.
+func (p *Provider) Start(ctx context.Context, spec computer.Spec, ps computer.ProcessSpec) (computer.Process, error) {
+	d, err := p.dir(spec.ID)
+	if err != nil {
+		return nil, err
+	}
+	if len(ps.Argv) == 0 {
+		return nil, errors.New("local: no command")
+	}
+	ws, tmp := filepath.Join(d, "workspace"), filepath.Join(d, "tmp")
+	if _, err := os.Stat(ws); err != nil {
+		return nil, fmt.Errorf("local: computer %s does not exist (create it first): %w", spec.ID, err)
+	}
+	dir := ps.Dir
+	if dir == "" {
+		dir = spec.Image.Workdir
+	}
+	if dir == "" {
+		dir = computer.Workspace
+	}
+	env := environment(spec.Image, ps.Env)
+	var cmd *exec.Cmd
+	if p.kind == KindUnsafe {
+		cmd, err = p.unsafeCommand(ws, tmp, dir, env, ps)
+	} else {
+		cmd, err = p.sandboxCommand(spec, ws, tmp, dir, env, ps)
+	}
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = ps.Stdin, ps.Stdout, ps.Stderr
+	if cmd.Stdout == nil {
+		cmd.Stdout = io.Discard
+	}
+	if cmd.Stderr == nil {
+		cmd.Stderr = io.Discard
+	}
+	// Its own process group: the tree is signalled, frozen and limited as
+	// one. It is not tied to the control plane's life (no pdeathsig): a
+	// session process outlives a control-plane restart.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("local: start %s: %w", ps.Argv[0], err)
+	}
+	pr := &process{cmd: cmd, done: make(chan struct{})}
+	if err := p.limits.apply(spec.ID, spec.Resources, cmd.Process.Pid); err != nil {
+		// Without its limits the process must not run user code.
+		pr.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		return nil, fmt.Errorf("local: resource limits: %w", err)
+	}
+	go pr.wait()
+	return pr, nil
+}
+
+func (p *Provider) sandboxCommand(spec computer.Spec, ws, tmp, dir string, env []string, ps computer.ProcessSpec) (*exec.Cmd, error) {
+	args := []string{"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+		"--hostname", "computer", "--cap-drop", "ALL", "--clearenv"}
+	if !spec.Network {
+		args = append(args, "--unshare-net")
+	}
+	switch {
+	case spec.Image.Host:
+		args = append(args, hostRoot()...)
+	case spec.Image.Root != "":
+		root, err := imageRoot(spec.Image.Root)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, root...)
+	}
+	args = append(args, "--proc", "/proc", "--dev", "/dev",
+		"--bind", ws, computer.Workspace, "--bind", tmp, computer.Tmp)
+	for _, b := range ps.Binds {
+		flag := "--ro-bind"
+		if b.Writable {
+			flag = "--bind"
+		}
+		args = append(args, flag, b.Src, b.Dst)
+	}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		args = append(args, "--setenv", k, v)
+	}
+	args = append(args, "--chdir", dir, "--")
+	args = append(args, ps.Argv...)
+	return exec.Command(p.bwrap, args...), nil
+}
+
+// unsafeCommand runs the process on the host: binds become environment
+// variables naming the host paths (HELMR_BIND_<dst> is not needed by the
+// runtime, which passes host paths itself in this mode).
+func (p *Provider) unsafeCommand(ws, tmp, dir string, env []string, ps computer.ProcessSpec) (*exec.Cmd, error) {
+	hostPath := func(in string) string {
+		switch {
+		case in == computer.Workspace || strings.HasPrefix(in, computer.Workspace+"/"):
+			return ws + strings.TrimPrefix(in, computer.Workspace)
+		case in == computer.Tmp || strings.HasPrefix(in, computer.Tmp+"/"):
+			return tmp + strings.TrimPrefix(in, computer.Tmp)
+		}
+		for _, b := range ps.Binds {
+			if in == b.Dst || strings.HasPrefix(in, b.Dst+"/") {
+				return b.Src + strings.TrimPrefix(in, b.Dst)
+			}
+		}
+		return in
+	}
+	argv := append([]string(nil), ps.Argv...)
+	argv[0] = hostPath(argv[0])
+	for i, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(v, "/") {
+			env[i] = k + "=" + hostPath(v)
+		}
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir, cmd.Env = hostPath(dir), env
+	return cmd, nil
+}
+
+type process struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	once sync.Once
+	code int
+	err  error
+}
+
+func (pr *process) wait() {
+	err := pr.cmd.Wait()
+	pr.code = 0
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			pr.code = 128 + int(ws.Signal())
+		} else {
+			pr.code = ee.ExitCode()
+		}
+	case err != nil:
+		pr.err = err
+	}
+	// The tree goes with its leader.
+	syscall.Kill(-pr.cmd.Process.Pid, syscall.SIGKILL)
+	close(pr.done)
+}
+
+func (pr *process) PID() int               { return pr.cmd.Process.Pid }
+func (pr *process) Done() <-chan struct{}  { return pr.done }
+func (pr *process) Wait() (int, error)     { <-pr.done; return pr.code, pr.err }
+func (pr *process) Signal(sig syscall.Signal) error {
+	return syscall.Kill(-pr.cmd.Process.Pid, sig)
+}
