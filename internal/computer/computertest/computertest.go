@@ -283,7 +283,7 @@ func Run(t *testing.T, newProvider Factory, isolated bool) {
 			t.Skip("this host cannot enforce resource limits")
 		}
 		s := spec("mem-1")
-		s.Resources = helmrtype.ResourcesManifest{Memory: "64MiB"}
+		s.Resources = helmrtype.ResourcesManifest{Memory: "128MiB"}
 		create(t, p, s)
 		code, out := run(t, p, s, helper("hog"))
 		lines := strings.Fields(out)
@@ -291,9 +291,13 @@ func Run(t *testing.T, newProvider Factory, isolated bool) {
 		if len(lines) > 0 {
 			last, _ = strconv.Atoi(lines[len(lines)-1])
 		}
-		if code != 128+int(syscall.SIGKILL) || last > 64 || last < 16 {
-			t.Fatalf("a memory hog under 64MiB: exit %d after %d MiB", code, last)
+		// Killed by the OOM killer (SIGKILL) before its heap passed the
+		// limit; the race detector's shadow memory counts too, so the
+		// heap reached may be well below it.
+		if code != 128+int(syscall.SIGKILL) || last > 128 || last < 8 {
+			t.Fatalf("a memory hog under 128MiB: exit %d after %d MiB", code, last)
 		}
+		t.Logf("a memory hog under 128MiB was killed after %d MiB of heap", last)
 	})
 
 	t.Run("CPULimit", func(t *testing.T) {
