@@ -75,6 +75,10 @@ type TemplateSpec struct {
 	ID        string
 	Image     *ImageDef
 	Resources Resources
+	// Network gives the Computers the host's network. Without it (the
+	// default) processes have only their own loopback: enough for the
+	// runtime MCP server, not for the internet.
+	Network bool
 }
 
 // TemplateDef is a declared Template, recorded in the manifest.
@@ -106,7 +110,7 @@ func Template(spec TemplateSpec) *TemplateDef {
 		}
 	}
 	return &TemplateDef{m: helmrtype.TemplateManifest{ID: spec.ID, Image: spec.Image.m,
-		Resources: helmrtype.ResourcesManifest{CPU: spec.Resources.CPU, Memory: spec.Resources.Memory}}}
+		Resources: helmrtype.ResourcesManifest{CPU: spec.Resources.CPU, Memory: spec.Resources.Memory}, Network: spec.Network}}
 }
 
 // ParseMemory parses a memory size such as "512MiB", "1GiB", "256M" or a

@@ -48,6 +48,9 @@ type TemplateManifest struct {
 	ID        string            `json:"id"`
 	Image     ImageManifest     `json:"image"`
 	Resources ResourcesManifest `json:"resources"`
+	// Network gives the Template's Computers the host's network; without
+	// it their processes have only their own loopback.
+	Network bool `json:"network,omitempty"`
 }
 
 // ImageManifest describes how a Template's image is made.

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/helmr-go/helmr/internal/computer/local"
 	"github.com/helmr-go/helmr/internal/engine"
 	"github.com/helmr-go/helmr/internal/freezer"
 	"github.com/helmr-go/helmr/internal/protocol"
@@ -38,10 +39,15 @@ type Config struct {
 	Database string
 	// Synchronous is the SQLite synchronous mode: FULL (default) or NORMAL.
 	Synchronous string
-	// Launcher starts session processes; default runs binaries as children.
+	// Launcher starts session processes; default runs them in sandboxed
+	// Computers (internal/computer/local) under DataDir/computers.
 	Launcher supervisor.Launcher
-	Clock    engine.Clock
-	Logger   *slog.Logger
+	// UnsafeNoSandbox lets the default launcher run session processes as
+	// plain host processes when this host cannot sandbox them. Without
+	// it, such a host refuses to start.
+	UnsafeNoSandbox bool
+	Clock           engine.Clock
+	Logger          *slog.Logger
 	// PublicURL is the base URL clients reach the API at (Token callback
 	// URLs); default the address Serve listens on.
 	PublicURL string
@@ -219,7 +225,15 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	cp.Engine = engine.New(st, engine.Options{Clock: cfg.Clock, Logger: cfg.Logger, PublicURL: cfg.PublicURL})
 	l := cfg.Launcher
 	if l == nil {
-		l = &supervisor.ExecLauncher{Dir: cfg.DataDir}
+		dir := filepath.Join(cfg.DataDir, "computers")
+		prov, err := local.New(local.Options{Dir: dir, Logger: cfg.Logger, Unsafe: cfg.UnsafeNoSandbox,
+			CgroupName: "helmr-" + dataDirID(cfg.DataDir)})
+		if err != nil {
+			st.Close()
+			lock.Close()
+			return nil, err
+		}
+		l = &supervisor.ComputerLauncher{Provider: prov, Dir: dir}
 	}
 	cp.Supervisor = supervisor.New(cp.Engine, l, supervisor.Options{SocketPath: cp.SocketPath, Logger: cfg.Logger,
 		ReconnectWindow: cfg.ReconnectWindow, ReattachWindow: cfg.ReattachWindow, Freezer: freezer.New(cfg.Logger, "helmr")})
@@ -338,19 +352,26 @@ func (cp *ControlPlane) closeStore() error {
 	return err
 }
 
-// socketDir is where the protocol socket lives: the data directory when its
-// path is short enough for a Unix socket (108 bytes), else a private
-// directory under the system's temporary directory named after it.
+// socketDir is where the protocol socket lives, alone, since sandboxes bind
+// the directory: DataDir/run when the path is short enough for a Unix
+// socket (108 bytes), else a private directory under the system's
+// temporary directory named after DataDir. Its path and the directory
+// itself stay the same across restarts (processes reconnect through it).
 func socketDir(dataDir string) (string, error) {
-	if len(filepath.Join(dataDir, "session.sock")) < 100 {
-		return dataDir, nil
+	dir := filepath.Join(dataDir, "run")
+	if len(filepath.Join(dir, "session.sock")) >= 100 {
+		dir = filepath.Join(os.TempDir(), "helmr-"+dataDirID(dataDir))
 	}
-	sum := sha256.Sum256([]byte(dataDir))
-	dir := filepath.Join(os.TempDir(), "helmr-"+hex.EncodeToString(sum[:8]))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", err
 	}
 	return dir, nil
+}
+
+// dataDirID names a data directory in host-wide places (cgroups, /tmp).
+func dataDirID(dataDir string) string {
+	sum := sha256.Sum256([]byte(dataDir))
+	return hex.EncodeToString(sum[:8])
 }
 
 // lockDir takes an exclusive lock on DataDir/lock: one control plane per

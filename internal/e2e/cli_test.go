@@ -267,19 +267,27 @@ func TestServerKilledWhileTurnsRun(t *testing.T) {
 func agentPIDs(dir string) []string {
 	entries, _ := os.ReadDir("/proc")
 	var out []string
+	parents := map[string]string{}
 	for _, e := range entries {
-		// argv[0] is the binary's path (readlink of /proc/PID/exe is not
-		// permitted everywhere).
+		// The binary's path is argv[0] unsandboxed, or an argument of the
+		// sandbox's processes (readlink of /proc/PID/exe is not permitted
+		// everywhere).
 		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && strings.HasPrefix(string(cmdline), dir+"/") {
+		if err == nil && strings.Contains("\x00"+string(cmdline), "\x00"+dir+"/") {
 			b, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-			if f := strings.Fields(string(b)); len(f) > 2 && f[2] == "Z" {
+			f := strings.Fields(string(b))
+			if len(f) > 3 && f[2] == "Z" {
 				continue
+			}
+			if len(f) > 3 {
+				parents[e.Name()] = f[3]
 			}
 			out = append(out, e.Name())
 		}
 	}
-	return out
+	// One per session process: the sandbox's inner processes (children of
+	// a listed one) are not counted again.
+	return slices.DeleteFunc(out, func(pid string) bool { _, child := parents[parents[pid]]; return child })
 }
 
 func TestHelmrDevRedeploysOnChange(t *testing.T) {

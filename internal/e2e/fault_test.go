@@ -174,5 +174,5 @@ func findSessionPID(p *plane, sid string) int {
 	if s.ComputerID == nil {
 		return 0
 	}
-	return pidWithHome(p.dataDir, *s.ComputerID)
+	return pidOfComputer(*s.ComputerID)
 }

@@ -87,8 +87,9 @@ func TestRestartAfterProcessDiedWhileDown(t *testing.T) {
 	var queued helmrtype.TurnState
 	p.must("POST", "/v1/sessions/"+sid+"/turns", helmrtype.EnqueueRequest{Input: text("next")}, &queued)
 	pid := sessionPID(t, p, sid)
+	pgid, _ := syscall.Getpgid(pid) // the sandbox's whole tree
 	p.detach()
-	syscall.Kill(-pid, syscall.SIGKILL)
+	syscall.Kill(-pgid, syscall.SIGKILL)
 	waitGone(t, pid)
 
 	p2 := startPlane(t, dir)

@@ -88,7 +88,7 @@ func TestCrashingProcessFailsTurn(t *testing.T) {
 }
 
 // sessionPID finds the session process of the Session's Computer by the
-// HOME its launcher sets.
+// HELMR_COMPUTER_ID its launcher sets.
 func sessionPID(t *testing.T, p *plane, sessionID string) int {
 	t.Helper()
 	var s helmrtype.Session
@@ -96,17 +96,41 @@ func sessionPID(t *testing.T, p *plane, sessionID string) int {
 	if s.ComputerID == nil {
 		t.Fatal("session has no computer")
 	}
-	if pid := pidWithHome(p.dataDir, *s.ComputerID); pid != 0 {
+	if pid := pidOfComputer(*s.ComputerID); pid != 0 {
 		return pid
 	}
 	t.Fatalf("no process of computer %s", *s.ComputerID)
 	return 0
 }
 
-// pidWithHome finds the live session process of a Computer by the HOME its
-// launcher sets, 0 when there is none.
-func pidWithHome(dataDir, computerID string) int {
-	want := "HOME=" + filepath.Join(dataDir, "computers", computerID, "workspace")
+// innerPID is the PID a process sees for itself (os.Getpid inside its
+// sandbox's PID namespace): the last field of NSpid in its status.
+func innerPID(hostPID int) int {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(hostPID), "status"))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			f := strings.Fields(rest)
+			n, _ := strconv.Atoi(f[len(f)-1])
+			return n
+		}
+	}
+	return hostPID
+}
+
+// sameProcess reports whether the Session's process is still the host
+// process hostPID and reported is what that process calls its PID.
+func sameProcess(t *testing.T, p *plane, sessionID string, hostPID, reported int) bool {
+	t.Helper()
+	return sessionPID(t, p, sessionID) == hostPID && innerPID(hostPID) == reported
+}
+
+// pidOfComputer finds the live session process of a Computer (inside its
+// sandbox) by the HELMR_COMPUTER_ID its launcher sets, 0 when there is none.
+func pidOfComputer(computerID string) int {
+	want := "HELMR_COMPUTER_ID=" + computerID
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())

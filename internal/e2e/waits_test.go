@@ -62,8 +62,8 @@ func TestTimerSurvivesRestart(t *testing.T) {
 	p.detach()
 	p2 := startPlane(t, dir)
 	res := result(t, p2.wait(sid, r.Turn.ID))
-	if res.PID != pid || res.Init != 1 {
-		t.Fatalf("timer turn: %+v, want pid %d and one init", res, pid)
+	if !sameProcess(t, p2, sid, pid, res.PID) || res.Init != 1 {
+		t.Fatalf("timer turn: %+v, want process %d and one init", res, pid)
 	}
 	var ms int64
 	json.Unmarshal(res.Value, &ms)
@@ -110,7 +110,7 @@ func TestSuspendedProcessUsesNoCPU(t *testing.T) {
 		t.Fatalf("a suspended process used %d CPU ticks in a second", used)
 	}
 	res := result(t, p.wait(sid, r.Turn.ID))
-	if res.PID != pid {
+	if !sameProcess(t, p, sid, pid, res.PID) {
 		t.Fatalf("timer turn: %+v", res)
 	}
 	t.Logf("measured: %d CPU ticks in 1 s while suspended (a spinning goroutine otherwise uses ~100)", used)
@@ -244,7 +244,7 @@ func TestTokenWaitSurvivesRestart(t *testing.T) {
 	p2 := startPlane(t, dir)
 	p2.must("POST", "/v1/tokens/"+ti.Token+"/complete", map[string]any{"data": "after restart"}, nil)
 	res := result(t, p2.wait(sid, r.Turn.ID))
-	if string(res.Value) != `"after restart"` || res.PID != pid || res.Init != 1 {
+	if string(res.Value) != `"after restart"` || !sameProcess(t, p2, sid, pid, res.PID) || res.Init != 1 {
 		t.Fatalf("after restart: %+v (pid was %d)", res, pid)
 	}
 }
@@ -349,7 +349,7 @@ func TestWaitsOnPostgreSQL(t *testing.T) {
 	p2.must("POST", "/v1/tokens/"+ti.Token+"/complete", map[string]any{"data": 7}, nil)
 	p2.must("POST", "/v1/sessions/"+ar.Session.ID+"/turns/"+ar.Turn.ID+"/asks/"+a.ID+"/respond",
 		map[string]any{"answer": "on postgres", "response_id": "pg-1"}, nil)
-	if res := result(t, p2.wait(tr.Session.ID, tr.Turn.ID)); string(res.Value) != "7" || res.PID != pid {
+	if res := result(t, p2.wait(tr.Session.ID, tr.Turn.ID)); string(res.Value) != "7" || !sameProcess(t, p2, tr.Session.ID, pid, res.PID) {
 		t.Fatalf("token on PostgreSQL: %+v (pid was %d)", res, pid)
 	}
 	if res := result(t, p2.wait(ar.Session.ID, ar.Turn.ID)); string(res.Value) != `"on postgres"` {

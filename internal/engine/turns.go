@@ -15,6 +15,8 @@ type Launch struct {
 	Session  store.Session
 	Binary   string
 	Agent    helmrtype.AgentManifest
+	// Template is the Agent's Template: the Computer's image and resources.
+	Template helmrtype.TemplateManifest
 	Recovery string
 	// RecoveryReason says why a reconstructed process was started.
 	RecoveryReason string
@@ -50,6 +52,11 @@ func (e *Engine) PrepareLaunch(ctx context.Context, sessionID string, reattach b
 			}
 		}
 		out = &Launch{Session: *s, Binary: dep.row.BinaryPath, Agent: *a, Recovery: "initial"}
+		for _, t := range dep.manifest.Templates {
+			if t.ID == a.Template {
+				out.Template = t
+			}
+		}
 		if reattach {
 			return nil
 		}

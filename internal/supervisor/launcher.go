@@ -2,16 +2,15 @@ package supervisor
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
 
+	"github.com/helmr-go/helmr/internal/computer"
 	"github.com/helmr-go/helmr/internal/protocol"
 )
 
@@ -27,6 +26,8 @@ type LaunchSpec struct {
 	// ReconnectWindow is how long the process tries to reconnect after it
 	// lost the control plane.
 	ReconnectWindow time.Duration
+	// Template is the Computer's Template: image, resources, network.
+	Template helmrtype.TemplateManifest
 }
 
 // Env returns the protocol variables a session process reads.
@@ -53,56 +54,74 @@ type Launcher interface {
 	Launch(ctx context.Context, spec LaunchSpec) (Process, error)
 }
 
-// ExecLauncher runs the Deployment's binary as a child process in a
-// per-Computer working directory under Dir. Real sandboxes replace it in
-// the computers work; until then a Computer is a directory.
-type ExecLauncher struct {
+// ImageResolver turns a Template's image into a root filesystem.
+type ImageResolver interface {
+	Resolve(ctx context.Context, m helmrtype.ImageManifest) (computer.Image, error)
+}
+
+// Paths inside a Computer where a session process finds the runtime.
+const (
+	agentPath = "/.helmr/agent" // the Deployment's binary, read-only
+	runDir    = "/.helmr/run"   // the directory of the protocol socket
+)
+
+// ComputerLauncher runs session processes in Computers of a provider: the
+// Deployment's binary and the protocol socket's directory are bound in
+// read-only, the working directory and HOME are /workspace, and the
+// process's output goes to Dir/<computer>/process.log (outside the
+// Computer).
+type ComputerLauncher struct {
+	Provider computer.Provider
+	// Images resolves non-host images; nil supports FromHost images only.
+	Images ImageResolver
+	// Dir is where process logs are kept, one directory per Computer.
 	Dir string
 }
 
-type execProcess struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
-}
-
-// Launch starts spec.Binary in Dir/computers/<id>/workspace, its output
-// appended to Dir/computers/<id>/process.log.
-func (l *ExecLauncher) Launch(ctx context.Context, spec LaunchSpec) (Process, error) {
-	base := filepath.Join(l.Dir, "computers", spec.ComputerID)
-	work := filepath.Join(base, "workspace")
-	if err := os.MkdirAll(work, 0o750); err != nil {
+// Launch creates the Session's Computer if needed and starts the process.
+func (l *ComputerLauncher) Launch(ctx context.Context, spec LaunchSpec) (Process, error) {
+	img := computer.Image{Host: true}
+	if m := spec.Template.Image; !m.Host {
+		if l.Images == nil {
+			return nil, fmt.Errorf("template %s: image %q needs an image store", spec.Template.ID, m.From)
+		}
+		var err error
+		if img, err = l.Images.Resolve(ctx, m); err != nil {
+			return nil, fmt.Errorf("template %s: %w", spec.Template.ID, err)
+		}
+	}
+	cs := computer.Spec{ID: spec.ComputerID, Image: img, Resources: spec.Template.Resources, Network: spec.Template.Network}
+	if err := l.Provider.Create(ctx, cs); err != nil {
 		return nil, err
 	}
-	logf, err := os.OpenFile(filepath.Join(base, "process.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+	logDir := filepath.Join(l.Dir, spec.ComputerID)
+	if err := os.MkdirAll(logDir, 0o700); err != nil {
+		return nil, err
+	}
+	logf, err := os.OpenFile(filepath.Join(logDir, "process.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(spec.Binary)
-	cmd.Dir = work
-	cmd.Env = append(baseEnv(), spec.Env()...)
-	cmd.Env = append(cmd.Env, "HOME="+work, "HELMR_WORKSPACE="+work)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
+	inside := spec
+	inside.Socket = runDir + "/" + filepath.Base(spec.Socket)
+	env := append(inside.Env(), "HELMR_WORKSPACE="+computer.Workspace, "HELMR_COMPUTER_ID="+spec.ComputerID)
+	pr, err := l.Provider.Start(ctx, cs, computer.ProcessSpec{Argv: []string{agentPath}, Env: env, Dir: computer.Workspace,
+		Binds:  []computer.Bind{{Src: spec.Binary, Dst: agentPath}, {Src: filepath.Dir(spec.Socket), Dst: runDir}},
+		Stdout: logf, Stderr: logf})
+	if err != nil {
 		logf.Close()
 		return nil, fmt.Errorf("start session process: %w", err)
 	}
-	p := &execProcess{cmd: cmd, done: make(chan struct{})}
-	pid := cmd.Process.Pid
+	p := &computerProcess{pr: pr, done: make(chan struct{})}
 	go func() {
-		err := cmd.Wait()
-		// The whole process tree goes with its leader: children it left
-		// in its group are ended too.
-		syscall.Kill(-pid, syscall.SIGKILL)
+		code, err := pr.Wait()
 		logf.Close()
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				err = fmt.Errorf("the session process was killed by signal %s", ws.Signal())
-			} else {
-				err = fmt.Errorf("the session process exited with status %d", ee.ExitCode())
-			}
+		switch {
+		case err != nil:
+		case code > 128:
+			err = fmt.Errorf("the session process was killed by signal %s", syscall.Signal(code-128))
+		case code != 0:
+			err = fmt.Errorf("the session process exited with status %d", code)
 		}
 		p.err = err
 		close(p.done)
@@ -110,26 +129,16 @@ func (l *ExecLauncher) Launch(ctx context.Context, spec LaunchSpec) (Process, er
 	return p, nil
 }
 
-// baseEnv is the environment a session process gets from the host: enough
-// to run, nothing secret of the control plane's.
-func baseEnv() []string {
-	var env []string
-	for _, k := range []string{"PATH", "LANG", "TZ", "TMPDIR"} {
-		if v, ok := os.LookupEnv(k); ok {
-			env = append(env, k+"="+v)
-		}
-	}
-	return env
+type computerProcess struct {
+	pr   computer.Process
+	done chan struct{}
+	err  error
 }
 
-func (p *execProcess) Done() <-chan struct{} { return p.done }
+func (p *computerProcess) Done() <-chan struct{} { return p.done }
 
-// PID is the process's ID, checked against the protocol connection's peer.
-func (p *execProcess) PID() int   { return p.cmd.Process.Pid }
-func (p *execProcess) Err() error { return p.err }
-func (p *execProcess) Kill() {
-	if p.cmd.Process != nil {
-		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		p.cmd.Process.Kill()
-	}
-}
+// PID is the sandbox leader's ID; the protocol connection comes from it or
+// a process it started.
+func (p *computerProcess) PID() int   { return p.pr.PID() }
+func (p *computerProcess) Err() error { return p.err }
+func (p *computerProcess) Kill()      { p.pr.Signal(syscall.SIGKILL) }

@@ -272,7 +272,7 @@ func (s *Supervisor) start(p *proc, token string) {
 		var proc Process
 		proc, err = s.launcher.Launch(ctx, LaunchSpec{SessionID: p.sessionID, ComputerID: l.Session.ComputerID,
 			Agent: l.Session.Agent, Binary: l.Binary, Socket: s.socket, Token: token,
-			ReconnectWindow: s.opts.ReconnectWindow})
+			ReconnectWindow: s.opts.ReconnectWindow, Template: l.Template})
 		if err == nil {
 			p.mu.Lock()
 			p.process = proc
@@ -508,7 +508,7 @@ func (s *Supervisor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	proc := p.process
 	p.mu.Unlock()
 	if pid := pidOf(proc); pid != 0 {
-		if peer := peerPID(r.Context()); peer != 0 && peer != pid {
+		if peer := peerPID(r.Context()); peer != 0 && !descends(peer, pid) {
 			s.log.Warn("a process used another process's token", "session", p.sessionID, "peer_pid", peer)
 			http.Error(w, "this token belongs to another process", http.StatusForbidden)
 			return
@@ -586,6 +586,18 @@ func (s *Supervisor) serve(p *proc, conn *websocket.Conn) {
 			detaching := s.detaching
 			s.mu.Unlock()
 			if !dead && !detaching {
+				// A process that is exiting by itself (its sandbox still
+				// reaping it) gets a moment, so that its own exit status
+				// is what is reported.
+				p.mu.Lock()
+				proc := p.process
+				p.mu.Unlock()
+				if proc != nil {
+					select {
+					case <-proc.Done():
+					case <-time.After(500 * time.Millisecond):
+					}
+				}
 				p.kill()
 			}
 			return

@@ -3,15 +3,11 @@ package supervisor
 import (
 	"context"
 	"net"
+	"os"
+	"strconv"
+	"strings"
 	"syscall"
 )
-
-// sysProcAttr puts the process in its own group. It does not tie the
-// process to the control plane's life: a process outlives a control-plane
-// restart and reattaches (docs/protocol.md, section 10).
-func sysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true}
-}
 
 type connKey struct{}
 
@@ -19,6 +15,33 @@ type connKey struct{}
 // the endpoint can check which process is at the other end.
 func ConnContext(ctx context.Context, c net.Conn) context.Context {
 	return context.WithValue(ctx, connKey{}, c)
+}
+
+// descends reports whether pid is ancestor or one of its descendants (a
+// sandboxed process connects from inside its sandbox leader's tree).
+func descends(pid, ancestor int) bool {
+	for range 16 {
+		if pid == ancestor {
+			return true
+		}
+		if pid <= 1 {
+			return false
+		}
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			return false
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		f := strings.Fields(s[i+1:])
+		if i < 0 || len(f) < 2 {
+			return false
+		}
+		if pid, err = strconv.Atoi(f[1]); err != nil {
+			return false
+		}
+	}
+	return false
 }
 
 // peerPID is the PID of the process at the other end of a Unix socket, 0

@@ -6,10 +6,9 @@ import (
 	"context"
 	"errors"
 	"net"
-	"syscall"
 )
 
-func sysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
+func descends(pid, ancestor int) bool { return pid == ancestor }
 
 // ConnContext returns ctx unchanged: peer checks need Linux.
 func ConnContext(ctx context.Context, c net.Conn) context.Context { return ctx }
