@@ -22,6 +22,7 @@ import (
 	"github.com/helmr-go/helmr/internal/computer/local"
 	"github.com/helmr-go/helmr/internal/engine"
 	"github.com/helmr-go/helmr/internal/freezer"
+	"github.com/helmr-go/helmr/internal/image"
 	"github.com/helmr-go/helmr/internal/protocol"
 	"github.com/helmr-go/helmr/internal/server"
 	"github.com/helmr-go/helmr/internal/store"
@@ -233,7 +234,13 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 			lock.Close()
 			return nil, err
 		}
-		l = &supervisor.ComputerLauncher{Provider: prov, Dir: dir}
+		images, err := image.NewStore(filepath.Join(cfg.DataDir, "images"), image.Options{Logger: cfg.Logger, Runner: prov})
+		if err != nil {
+			st.Close()
+			lock.Close()
+			return nil, err
+		}
+		l = &supervisor.ComputerLauncher{Provider: prov, Dir: dir, Images: supervisor.StoreImages{Store: images}}
 	}
 	cp.Supervisor = supervisor.New(cp.Engine, l, supervisor.Options{SocketPath: cp.SocketPath, Logger: cfg.Logger,
 		ReconnectWindow: cfg.ReconnectWindow, ReattachWindow: cfg.ReattachWindow, Freezer: freezer.New(cfg.Logger, "helmr")})

@@ -12,9 +12,9 @@ import (
 
 // Launch is what the supervisor needs to start a Session's process.
 type Launch struct {
-	Session  store.Session
-	Binary   string
-	Agent    helmrtype.AgentManifest
+	Session store.Session
+	Binary  string
+	Agent   helmrtype.AgentManifest
 	// Template is the Agent's Template: the Computer's image and resources.
 	Template helmrtype.TemplateManifest
 	Recovery string

@@ -401,9 +401,51 @@ func (pr *process) wait() {
 	close(pr.done)
 }
 
-func (pr *process) PID() int               { return pr.cmd.Process.Pid }
-func (pr *process) Done() <-chan struct{}  { return pr.done }
-func (pr *process) Wait() (int, error)     { <-pr.done; return pr.code, pr.err }
+func (pr *process) PID() int              { return pr.cmd.Process.Pid }
+func (pr *process) Done() <-chan struct{} { return pr.done }
+func (pr *process) Wait() (int, error)    { <-pr.done; return pr.code, pr.err }
 func (pr *process) Signal(sig syscall.Signal) error {
 	return syscall.Kill(-pr.cmd.Process.Pid, sig)
+}
+
+// RunStep runs one image build step: argv in a sandbox whose root is the
+// writable directory root (the step's result), with the host's network
+// (builds fetch packages) and nothing else of the host. It implements
+// image.Runner.
+func (p *Provider) RunStep(ctx context.Context, root string, argv, env []string, workdir, user string) error {
+	if p.kind == KindUnsafe {
+		return errors.New("local: image build steps need a sandbox (bubblewrap); this host runs unsandboxed")
+	}
+	if user != "" && user != "root" && user != "0" {
+		return fmt.Errorf("local: build steps run as root in their sandbox; user %q is not supported yet", user)
+	}
+	if workdir == "" {
+		workdir = "/"
+	}
+	args := []string{"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+		"--hostname", "build", "--cap-drop", "ALL", "--clearenv", "--die-with-parent",
+		"--bind", root, "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"}
+	if _, err := os.Stat("/etc/resolv.conf"); err == nil {
+		args = append(args, "--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf")
+	}
+	for _, kv := range environment(computer.Image{}, env) {
+		k, v, _ := strings.Cut(kv, "=")
+		args = append(args, "--setenv", k, v)
+	}
+	args = append(args, "--chdir", workdir, "--")
+	args = append(args, argv...)
+	cmd := exec.CommandContext(ctx, p.bwrap, args...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%v: %s", err, tail(out, 2048))
+	}
+	return nil
+}
+
+// tail is the last n bytes of b, for error messages.
+func tail(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return strings.TrimSpace(string(b))
 }
