@@ -22,6 +22,7 @@ type call struct {
 }
 
 type driveIn struct {
+	Write  map[string]string             `json:"write,omitempty"`
 	Policy *helmrtype.RuntimeMCPPolicy   `json:"policy,omitempty"`
 	Scopes []*helmrtype.RuntimeMCPPolicy `json:"scopes,omitempty"`
 	Calls  []call                        `json:"calls,omitempty"`

@@ -42,6 +42,7 @@ func Command() *cobra.Command {
 	f.StringVar(&o.DataDir, "data-dir", ".helmr", "directory for the database, deployments and computers")
 	f.StringVar(&o.Synchronous, "sqlite-synchronous", "FULL", "SQLite durability: FULL (fsync every commit) or NORMAL")
 	f.StringVar(&o.LogLevel, "log-level", "warn", "log level: debug, info, warn, error")
+	f.BoolVar(&o.UnsafeNoSandbox, "unsafe-no-sandbox", false, "where bubblewrap cannot run, run agent processes as plain host processes (otherwise helmr dev refuses to start)")
 	return cmd
 }
 

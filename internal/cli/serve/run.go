@@ -36,6 +36,9 @@ type Options struct {
 	// ReconnectWindow and ReattachWindow: see supervisor.Options.
 	ReconnectWindow time.Duration
 	ReattachWindow  time.Duration
+	// UnsafeNoSandbox runs session processes unsandboxed where bubblewrap
+	// cannot run (see controlplane.Config).
+	UnsafeNoSandbox bool
 }
 
 // logger returns the command's structured logger on w.
@@ -84,7 +87,7 @@ func Start(ctx context.Context, o *Options, logw io.Writer) (*Running, error) {
 	}
 	cp, err := controlplane.Open(ctx, controlplane.Config{DataDir: o.DataDir, Database: o.Database, Synchronous: o.Synchronous, Logger: log,
 		ReconnectWindow: o.ReconnectWindow, ReattachWindow: o.ReattachWindow, PublicURL: o.PublicURL,
-		MinFreeBytes: o.MinFreeBytes})
+		MinFreeBytes: o.MinFreeBytes, UnsafeNoSandbox: o.UnsafeNoSandbox})
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -22,8 +24,11 @@ type driveInput struct {
 	Policy *helmr.RuntimeMCPPolicy `json:"policy,omitempty"`
 	// Scopes are asked for first, in order (null: the maximum).
 	Scopes []*helmr.RuntimeMCPPolicy `json:"scopes,omitempty"`
-	// Calls are made in order; a string argument "$N.key" is replaced by
-	// field key of call N's result.
+	// Write lists files to write in /workspace first (name → content).
+	Write map[string]string `json:"write,omitempty"`
+	// Calls are made in order; a string argument "$N.path" is replaced by
+	// the value at the dotted path (keys, or indexes in arrays) of call
+	// N's result.
 	Calls []driveCall `json:"calls,omitempty"`
 }
 
@@ -52,6 +57,11 @@ type driveResult struct {
 
 func drive(ctx context.Context, t *helmr.Turn[driveInput], ac *helmr.AgentContext[struct{}]) (driveResult, error) {
 	var out driveResult
+	for name, body := range t.Input.Write {
+		if err := os.WriteFile(filepath.Join("/workspace", name), []byte(body), 0o644); err != nil {
+			return out, err
+		}
+	}
 	for _, p := range t.Input.Scopes {
 		c, err := ac.MCP.ConnectionOptions(ctx, p)
 		if err != nil {
@@ -100,18 +110,33 @@ func drive(ctx context.Context, t *helmr.Turn[driveInput], ac *helmr.AgentContex
 	return out, nil
 }
 
-// resolveRef replaces "$N.key" with field key of call N's result.
+// resolveRef replaces "$N.path" with the value at path in call N's result.
 func resolveRef(v any, done []callResult) any {
 	s, ok := v.(string)
 	if !ok || !strings.HasPrefix(s, "$") {
 		return v
 	}
-	n, key, ok := strings.Cut(s[1:], ".")
-	i, err := strconv.Atoi(n)
-	if !ok || err != nil || i >= len(done) {
+	parts := strings.Split(s[1:], ".")
+	i, err := strconv.Atoi(parts[0])
+	if err != nil || i >= len(done) || len(parts) < 2 {
 		return v
 	}
-	return done[i].Result[key]
+	var cur any = done[i].Result
+	for _, p := range parts[1:] {
+		switch c := cur.(type) {
+		case map[string]any:
+			cur = c[p]
+		case []any:
+			n, err := strconv.Atoi(p)
+			if err != nil || n >= len(c) {
+				return v
+			}
+			cur = c[n]
+		default:
+			return v
+		}
+	}
+	return cur
 }
 
 var driver = helmr.Agent(helmr.AgentSpec[driveInput, driveResult, struct{}]{ID: "driver", Template: box, Turn: drive})

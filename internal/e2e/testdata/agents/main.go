@@ -248,5 +248,5 @@ var badinit = helmr.Agent(helmr.AgentSpec[text, any, struct{}]{ID: "badinit", Te
 	}})
 
 func main() {
-	helmr.Main(echo, typed, limits, chat, slow, deadline, badinit, waiter, counter, sleepy, driver, limited, worker)
+	helmr.Main(echo, typed, limits, chat, slow, deadline, badinit, waiter, counter, sleepy, driver, limited, worker, files, colocated)
 }
