@@ -150,6 +150,81 @@ type Tx interface {
 	// HoldsToRecover returns a Session's released process_failed and
 	// recovery_gap holds with no reconstruction yet, oldest first.
 	HoldsToRecover(ctx context.Context, sessionID string) ([]Hold, error)
+
+	// Computers (migration 0005_computers)
+	// InsertComputer stores a new Computer; ErrDuplicate when its ID, or
+	// its Key among Computers not deleted, is taken.
+	InsertComputer(ctx context.Context, c *Computer) error
+	GetComputer(ctx context.Context, id string) (*Computer, error)
+	// GetComputerByKey finds the Computer with Key that is not deleted.
+	GetComputerByKey(ctx context.Context, key string) (*Computer, error)
+	// ListComputers lists Computers by ID after afterID ("" from the
+	// start), deleted ones included.
+	ListComputers(ctx context.Context, afterID string, limit int) ([]Computer, error)
+	// UpdateComputer writes Status and DeletedAt (a deleted Computer's
+	// key is free again); ErrNotFound when no Computer has the ID.
+	UpdateComputer(ctx context.Context, c *Computer) error
+
+	// Commands
+	InsertCommand(ctx context.Context, c *Command) error
+	GetCommand(ctx context.Context, id string) (*Command, error)
+	// UpdateCommand writes Status, ExitCode, Error, StartedAt and EndedAt.
+	UpdateCommand(ctx context.Context, c *Command) error
+	// ListCommands lists a Computer's Commands by ID after afterID.
+	ListCommands(ctx context.Context, computerID, afterID string, limit int) ([]Command, error)
+	// UnfinishedCommands returns the Commands in status queued or running,
+	// of every Computer, oldest first (for recovery).
+	UnfinishedCommands(ctx context.Context) ([]Command, error)
+	// AppendCommandLog stores one output chunk; ErrDuplicate when the
+	// Command already has a chunk with that Sequence.
+	AppendCommandLog(ctx context.Context, l *CommandLog) error
+	// ListCommandLogs returns a Command's chunks with Sequence > after, in
+	// order, at most limit.
+	ListCommandLogs(ctx context.Context, commandID string, after int64, limit int) ([]CommandLog, error)
+}
+
+// Computer is the record of a Computer: an environment made from a
+// Template of a Deployment, with a durable /workspace.
+type Computer struct {
+	ID           string
+	Template     string
+	DeploymentID string
+	// Key is an optional caller-chosen name, unique among Computers that
+	// are not deleted ("" when none).
+	Key       string
+	Status    string // available, deleting, deleted
+	CreatedAt time.Time
+	DeletedAt *time.Time
+}
+
+// Command is a process run in a Computer outside any Turn.
+type Command struct {
+	ID         string
+	ComputerID string
+	Argv       []string
+	Cwd        string
+	Env        []string
+	Stdin      []byte
+	// TimeoutMS bounds the run (0: the default).
+	TimeoutMS int64
+	Status    string // queued, running, exited, cancelled, timed_out, failed
+	// ExitCode is set once the process exited (status exited): 0–255, or
+	// 128+signal.
+	ExitCode  *int
+	Error     string
+	CreatedAt time.Time
+	StartedAt *time.Time
+	EndedAt   *time.Time
+}
+
+// CommandLog is one chunk of a Command's output.
+type CommandLog struct {
+	CommandID string
+	// Sequence numbers the chunks of a Command from 1, across both streams.
+	Sequence int64
+	Stream   string // stdout, stderr
+	Data     []byte
+	At       time.Time
 }
 
 // Hold is a hold on a Session: while a Session or one of its ancestors has
@@ -277,6 +352,8 @@ type SessionFilter struct {
 	Statuses           []string
 	ParentSessionID    string
 	RequesterSessionID string
+	// ComputerID selects the Sessions placed on that Computer.
+	ComputerID string
 	// AfterID continues a listing after this Session ID (IDs sort by creation).
 	AfterID string
 	Limit   int
