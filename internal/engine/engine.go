@@ -81,6 +81,7 @@ type Engine struct {
 
 	mu       sync.RWMutex
 	notifier Notifier
+	runner   CommandRunner
 
 	sched sched
 	// pressure is set while the store's disk is below its floor.

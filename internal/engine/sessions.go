@@ -50,10 +50,7 @@ func hasInput(raw json.RawMessage) bool {
 // its initial Turn when input is given. replayed tells an idempotent replay,
 // which returns the original receipt.
 func (e *Engine) CreateSession(ctx context.Context, req helmrtype.SessionCreateRequest, caller Caller) (_ *helmrtype.SessionCreateReceipt, replayed bool, _ error) {
-	if req.ComputerID != "" {
-		return nil, false, &helmrtype.Error{Code: helmrtype.CodeNotFound, Message: "computer " + req.ComputerID + " not found", Details: map[string]any{"id": req.ComputerID}}
-	}
-	return e.createSession(ctx, req, caller, createOpts{scope: "sessions.create"})
+	return e.createSession(ctx, req, caller, createOpts{scope: "sessions.create", computerID: req.ComputerID})
 }
 
 // createOpts says how createSession places a new Session.
@@ -96,6 +93,11 @@ func (e *Engine) createSession(ctx context.Context, req helmrtype.SessionCreateR
 			}
 			if err != nil {
 				return nil, err
+			}
+			if opts.computerID != "" {
+				if err := e.placeSessionTx(ctx, tx, opts.computerID); err != nil {
+					return nil, err
+				}
 			}
 			if opts.creator != nil {
 				// Re-read in this transaction: a cancelled or closing

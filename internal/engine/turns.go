@@ -46,17 +46,17 @@ func (e *Engine) PrepareLaunch(ctx context.Context, sessionID string, reattach b
 			}
 		}
 		if s.ComputerID == "" {
+			// A new Computer from the Agent's Template.
 			s.ComputerID = NewID()
 			if err := tx.UpdateSession(ctx, s); err != nil {
 				return err
 			}
 		}
-		out = &Launch{Session: *s, Binary: dep.row.BinaryPath, Agent: *a, Recovery: "initial"}
-		for _, t := range dep.manifest.Templates {
-			if t.ID == a.Template {
-				out.Template = t
-			}
+		tmpl, err := e.computerTemplateTx(ctx, tx, s, e.Now())
+		if err != nil {
+			return err
 		}
+		out = &Launch{Session: *s, Binary: dep.row.BinaryPath, Agent: *a, Recovery: "initial", Template: tmpl}
 		if reattach {
 			return nil
 		}

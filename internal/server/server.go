@@ -108,6 +108,16 @@ func (s *Server) routes() {
 		"POST /v1/sessions/{id}/close":                                 s.closeSession,
 		"POST /v1/sessions/{id}/cancel":                                s.cancelSession,
 		"POST /v1/tokens/{id}/cancel":                                  s.cancelToken,
+		"POST /v1/computers":                                           s.createComputer,
+		"GET /v1/computers":                                            s.listComputers,
+		"GET /v1/computers/{id}":                                       s.getComputer,
+		"DELETE /v1/computers/{id}":                                    s.deleteComputer,
+		"GET /v1/computers/{id}/members":                               s.computerMembers,
+		"POST /v1/computers/{id}/commands":                             s.execCommand,
+		"GET /v1/commands/{id}":                                        s.getCommand,
+		"POST /v1/commands/{id}/cancel":                                s.cancelCommand,
+		"GET /v1/commands/{id}/wait":                                   s.waitCommand,
+		"GET /v1/commands/{id}/logs":                                   s.commandLogs,
 	} {
 		s.mux.Handle(pattern, s.auth(h))
 	}
@@ -321,15 +331,8 @@ func (s *Server) waitTurn(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(r.Context())
+	ctx, cancel := s.untilStopping(r.Context())
 	defer cancel()
-	go func() {
-		select {
-		case <-s.stopping:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	res, err := s.eng.WaitTurn(ctx, r.PathValue("id"), r.PathValue("turn_id"), min(d, maxWait))
 	if err != nil && r.Context().Err() == nil && ctx.Err() != nil {
 		// Shutting down: answer as a timeout; the client waits again.

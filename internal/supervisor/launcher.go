@@ -80,18 +80,8 @@ type ComputerLauncher struct {
 
 // Launch creates the Session's Computer if needed and starts the process.
 func (l *ComputerLauncher) Launch(ctx context.Context, spec LaunchSpec) (Process, error) {
-	img := computer.Image{Host: true}
-	if m := spec.Template.Image; !m.Host {
-		if l.Images == nil {
-			return nil, fmt.Errorf("template %s: image %q needs an image store", spec.Template.ID, m.From)
-		}
-		var err error
-		if img, err = l.Images.Resolve(ctx, m); err != nil {
-			return nil, fmt.Errorf("template %s: %w", spec.Template.ID, err)
-		}
-	}
-	cs := computer.Spec{ID: spec.ComputerID, Image: img, Resources: spec.Template.Resources, Network: spec.Template.Network}
-	if err := l.Provider.Create(ctx, cs); err != nil {
+	cs, err := l.computerSpec(ctx, spec.ComputerID, spec.Template)
+	if err != nil {
 		return nil, err
 	}
 	logDir := filepath.Join(l.Dir, spec.ComputerID)
@@ -127,6 +117,22 @@ func (l *ComputerLauncher) Launch(ctx context.Context, spec LaunchSpec) (Process
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// computerSpec resolves a Computer's image and makes sure it exists.
+func (l *ComputerLauncher) computerSpec(ctx context.Context, id string, t helmrtype.TemplateManifest) (computer.Spec, error) {
+	img := computer.Image{Host: true}
+	if m := t.Image; !m.Host {
+		if l.Images == nil {
+			return computer.Spec{}, fmt.Errorf("template %s: image %q needs an image store", t.ID, m.From)
+		}
+		var err error
+		if img, err = l.Images.Resolve(ctx, m); err != nil {
+			return computer.Spec{}, fmt.Errorf("template %s: %w", t.ID, err)
+		}
+	}
+	cs := computer.Spec{ID: id, Image: img, Resources: t.Resources, Network: t.Network}
+	return cs, l.Provider.Create(ctx, cs)
 }
 
 type computerProcess struct {

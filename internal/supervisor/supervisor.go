@@ -70,8 +70,9 @@ type Supervisor struct {
 	conns sync.WaitGroup // protocol connections being served
 
 	mu        sync.Mutex
-	procs     map[string]*proc // by session ID
-	tokens    map[string]*proc // by hash of the process token
+	procs     map[string]*proc           // by session ID
+	cmds      map[string]*runningCommand // running Commands, by ID
+	tokens    map[string]*proc           // by hash of the process token
 	closing   bool
 	detaching bool // closing without stopping processes
 }
@@ -91,6 +92,7 @@ func New(eng *engine.Engine, l Launcher, opts Options) *Supervisor {
 	s := &Supervisor{eng: eng, launcher: l, log: opts.Logger, socket: opts.SocketPath, opts: opts, ctx: ctx, cancel: cancel,
 		procs: map[string]*proc{}, tokens: map[string]*proc{}, deleg: delegation.New(eng)}
 	eng.SetNotifier(s)
+	eng.SetCommandRunner(s)
 	return s
 }
 
@@ -963,6 +965,12 @@ func (s *Supervisor) cancelTurn(p *proc, turnID, reason string) {
 // running Turns; other running Turns settle interrupted (execution_lost).
 // Sessions with queued Turns get processes.
 func (s *Supervisor) Recover(ctx context.Context) error {
+	// Commands are not adopted across a restart: their outcome is lost.
+	if n, err := s.eng.FailUnfinishedCommands(ctx); err != nil {
+		return err
+	} else if n > 0 {
+		s.log.Warn("commands that ran when the control plane stopped are marked failed", "count", n)
+	}
 	recs, err := s.eng.Processes(ctx)
 	if err != nil {
 		return err
