@@ -38,6 +38,10 @@ const DefaultUserAgent = "helmr-go-client"
 type Client struct {
 	// Sessions creates, reads and lists Sessions.
 	Sessions *Sessions
+	// Computers creates, reads and deletes Computers and runs Commands on them.
+	Computers *Computers
+	// Commands reads, waits for, cancels and follows Commands.
+	Commands *Commands
 	// Agents reads the Agents of a Deployment.
 	Agents *Agents
 	// Deployments reads and uploads Deployments.
@@ -135,6 +139,8 @@ func New(baseURL, apiKey string, opts ...Option) *Client {
 	c.Agents = &Agents{c: c}
 	c.Deployments = &Deployments{c: c}
 	c.Tokens = &Tokens{c: c}
+	c.Computers = &Computers{c: c}
+	c.Commands = &Commands{c: c}
 	return c
 }
 
