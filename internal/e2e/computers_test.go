@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"errors"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -89,4 +90,96 @@ func TestSessionsShareAComputer(t *testing.T) {
 	if o := p.wait(r.Session.ID, r.Turn.ID); o.Status != helmrtype.TurnFailed {
 		t.Fatalf("another Computer read the file: %+v", o)
 	}
+}
+
+func TestComputersAPIAndCommands(t *testing.T) {
+	p := startPlane(t, "")
+	var c helmrtype.ComputerState
+	p.must("POST", "/v1/computers", helmrtype.ComputerCreateRequest{Template: "box", Key: "dev-box", IdempotencyKey: "c1"}, &c)
+	if c.Status != helmrtype.ComputerAvailable || c.Residency != helmrtype.ResidencyCold || c.Key != "dev-box" || c.Template != "box" {
+		t.Fatalf("created: %+v", c)
+	}
+	var again helmrtype.ComputerState
+	p.must("POST", "/v1/computers", helmrtype.ComputerCreateRequest{Template: "box", Key: "dev-box", IdempotencyKey: "c1"}, &again)
+	if again.ID != c.ID {
+		t.Fatalf("an idempotent retry made another Computer: %s vs %s", again.ID, c.ID)
+	}
+	if err := p.call("POST", "/v1/computers", helmrtype.ComputerCreateRequest{Template: "box", Key: "dev-box"}, nil); !isCode(err, helmrtype.CodeConflict) {
+		t.Fatalf("a second Computer with the key: %v", err)
+	}
+	if err := p.call("POST", "/v1/computers", helmrtype.ComputerCreateRequest{Template: "nope"}, nil); !isCode(err, helmrtype.CodeNotFound) {
+		t.Fatalf("an unknown template: %v", err)
+	}
+	var page helmrtype.ComputerPage
+	p.must("GET", "/v1/computers?key=dev-box", nil, &page)
+	if len(page.Computers) != 1 || page.Computers[0].ID != c.ID {
+		t.Fatalf("by key: %+v", page)
+	}
+
+	// A Command: output in order per stream, stdin, env, exit code.
+	var cmd helmrtype.CommandState
+	p.must("POST", "/v1/computers/"+c.ID+"/commands", helmrtype.CommandRequest{
+		Command: []string{"/bin/sh", "-c", "read x; echo out:$x:$GREET; echo err >&2; echo made > made.txt; exit 3"},
+		Stdin:   "hi\n", Env: map[string]string{"GREET": "hello"}}, &cmd)
+	if cmd.Status != helmrtype.CommandRunning || cmd.Cwd != "/workspace" {
+		t.Fatalf("exec: %+v", cmd)
+	}
+	var w helmrtype.CommandWaitResult
+	p.must("GET", "/v1/commands/"+cmd.ID+"/wait?timeout=30s", nil, &w)
+	if w.Status != "settled" || w.Command.Status != helmrtype.CommandExited || w.Command.ExitCode == nil || *w.Command.ExitCode != 3 {
+		t.Fatalf("wait: %+v %+v", w, w.Command)
+	}
+	var logs helmrtype.CommandLogPage
+	p.must("GET", "/v1/commands/"+cmd.ID+"/logs", nil, &logs)
+	streams := map[string]string{}
+	for _, r := range logs.Records {
+		streams[r.Stream] += string(r.Data)
+	}
+	if streams["stdout"] != "out:hi:hello\n" || streams["stderr"] != "err\n" || !logs.Done {
+		t.Fatalf("logs: %+v", streams)
+	}
+	// A Session on the Computer sees the Command's file.
+	var rec helmrtype.SessionCreateReceipt
+	p.must("POST", "/v1/sessions", helmrtype.SessionCreateRequest{Agent: "files", Input: text("read made.txt"), ComputerID: c.ID}, &rec)
+	if o := p.wait(rec.Session.ID, rec.Turn.ID); o.Status != helmrtype.TurnCompleted || string(o.Result) != `"made\n"` {
+		t.Fatalf("a Session on the Computer: %+v %s", o, o.Result)
+	}
+	var members helmrtype.ComputerMemberPage
+	p.must("GET", "/v1/computers/"+c.ID+"/members", nil, &members)
+	if len(members.Members) != 2 || members.Members[0].Kind != "session" || members.Members[1].Kind != "command" {
+		t.Fatalf("members: %+v", members)
+	}
+	// Timeout and cancel.
+	p.must("POST", "/v1/computers/"+c.ID+"/commands", helmrtype.CommandRequest{Command: []string{"/bin/sleep", "30"}, Timeout: "300ms"}, &cmd)
+	p.must("GET", "/v1/commands/"+cmd.ID+"/wait?timeout=30s", nil, &w)
+	if w.Command == nil || w.Command.Status != helmrtype.CommandTimedOut {
+		t.Fatalf("timeout: %+v", w)
+	}
+	p.must("POST", "/v1/computers/"+c.ID+"/commands", helmrtype.CommandRequest{Command: []string{"/bin/sleep", "30"}}, &cmd)
+	p.must("POST", "/v1/commands/"+cmd.ID+"/cancel", nil, nil)
+	p.must("GET", "/v1/commands/"+cmd.ID+"/wait?timeout=30s", nil, &w)
+	if w.Command == nil || w.Command.Status != helmrtype.CommandCancelled {
+		t.Fatalf("cancel: %+v", w)
+	}
+	if err := p.call("POST", "/v1/computers/"+c.ID+"/commands", helmrtype.CommandRequest{Command: []string{"ls"}, Cwd: "/etc"}, nil); !isCode(err, helmrtype.CodeInvalidRequest) {
+		t.Fatalf("cwd outside /workspace: %v", err)
+	}
+	// Delete: refused while a Session is open; after it is closed, the
+	// Computer and its files go.
+	if err := p.call("DELETE", "/v1/computers/"+c.ID, nil, nil); !isCode(err, helmrtype.CodeConflict) {
+		t.Fatalf("delete with an open Session: %v", err)
+	}
+	p.must("POST", "/v1/sessions/"+rec.Session.ID+"/cancel", nil, nil)
+	var del helmrtype.ComputerState
+	p.must("DELETE", "/v1/computers/"+c.ID, nil, &del)
+	if del.Status != helmrtype.ComputerDeleted {
+		t.Fatalf("deleted: %+v", del)
+	}
+	if _, err := os.Stat(filepath.Join(p.dataDir, "computers", c.ID, "workspace")); !os.IsNotExist(err) {
+		t.Fatalf("the deleted Computer's files: %v", err)
+	}
+}
+
+func isCode(err error, code helmrtype.Code) bool {
+	return errors.Is(err, code)
 }
