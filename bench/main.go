@@ -38,12 +38,13 @@ func main() {
 	sessions := flag.Int("sessions", 100, "Sessions in the many-Session phase")
 	callers := flag.Int("callers", 20, "concurrent callers")
 	warm := flag.Int("warm", 2000, "sequential warm Turns for the latency phase")
+	cold := flag.Int("cold", 50, "sequential cold starts (a new Session on a new Computer) for the cold-start phase")
 	syncMode := flag.String("sqlite-synchronous", "FULL", "SQLite synchronous mode of the server")
 	keep := flag.Bool("keep", false, "keep the temporary directory")
 	flag.StringVar(&storeKind, "store", "sqlite", "the server's store: sqlite, or postgres (a temporary PostgreSQL server is started)")
 	flag.StringVar(&cpuProfile, "server-cpu-profile", "", "write the server's CPU profile to this file")
 	flag.Parse()
-	if err := run(*turns, *sessions, *callers, *warm, *syncMode, *keep); err != nil {
+	if err := run(*turns, *sessions, *callers, *warm, *cold, *syncMode, *keep); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -84,6 +85,29 @@ func (c *client) turn(sessionID, text string) error {
 	if err := c.do("POST", "/v1/sessions/"+sessionID+"/turns", helmrtype.EnqueueRequest{Input: in}, &ts); err != nil {
 		return err
 	}
+	return c.settled(sessionID, ts.ID)
+}
+
+// coldStart creates a Session with input (a new Computer from the cached
+// Template, a sandboxed process, init, the first Turn) and waits for its
+// first Turn to settle; it then cancels the Session.
+func (c *client) coldStart() (time.Duration, error) {
+	in, _ := json.Marshal(helmrtype.Text("cold"))
+	t0 := time.Now()
+	var rec helmrtype.SessionCreateReceipt
+	if err := c.do("POST", "/v1/sessions", helmrtype.SessionCreateRequest{Agent: "echo", Input: in}, &rec); err != nil {
+		return 0, err
+	}
+	if err := c.settled(rec.Session.ID, rec.Turn.ID); err != nil {
+		return 0, err
+	}
+	d := time.Since(t0)
+	return d, c.do("POST", "/v1/sessions/"+rec.Session.ID+"/cancel", struct{}{}, nil)
+}
+
+// settled waits for a Turn to complete.
+func (c *client) settled(sessionID, turnID string) error {
+	ts := helmrtype.TurnState{ID: turnID}
 	for {
 		var w helmrtype.TimedTurnWaitResult
 		if err := c.do("GET", "/v1/sessions/"+sessionID+"/turns/"+ts.ID+"/wait?timeout=30s", nil, &w); err != nil {
@@ -98,7 +122,7 @@ func (c *client) turn(sessionID, text string) error {
 	}
 }
 
-func run(nTurns, nSessions, nCallers, nWarm int, syncMode string, keep bool) error {
+func run(nTurns, nSessions, nCallers, nWarm, nCold int, syncMode string, keep bool) error {
 	dir, err := os.MkdirTemp("", "helmr-bench-")
 	if err != nil {
 		return err
@@ -193,6 +217,21 @@ func run(nTurns, nSessions, nCallers, nWarm int, syncMode string, keep bool) err
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	fmt.Printf("warm turn round trip (enqueue → settled, %d sequential): p50 %s  p99 %s\n", nWarm,
 		lat[len(lat)/2].Round(time.Microsecond), lat[len(lat)*99/100].Round(time.Microsecond))
+
+	// Cold starts: a new Session on a new Computer each, one at a time.
+	colds := make([]time.Duration, 0, nCold)
+	for i := 0; i < nCold; i++ {
+		d, err := c.coldStart()
+		if err != nil {
+			return err
+		}
+		colds = append(colds, d)
+	}
+	if len(colds) > 0 {
+		sort.Slice(colds, func(i, j int) bool { return colds[i] < colds[j] })
+		fmt.Printf("cold start (create → new Computer → sandboxed process → init → first Turn settled, %d sequential): p50 %s  p99 %s\n",
+			nCold, colds[len(colds)/2].Round(time.Microsecond), colds[len(colds)*99/100].Round(time.Microsecond))
+	}
 
 	// Throughput over one Session.
 	one := nTurns / 5
