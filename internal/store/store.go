@@ -197,7 +197,8 @@ type Computer struct {
 	DeletedAt *time.Time
 }
 
-// Command is a process run in a Computer outside any Turn.
+// Command is a process run in a Computer outside any Turn. Argv, Env and
+// Stdin read back as nil when empty.
 type Command struct {
 	ID         string
 	ComputerID string

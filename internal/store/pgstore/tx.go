@@ -346,6 +346,11 @@ func (t *tx) ListSessions(ctx context.Context, f store.SessionFilter) ([]store.S
 	if f.RequesterSessionID != "" {
 		add("requester_session_id = $%d", f.RequesterSessionID)
 	}
+	if f.ComputerID != "" {
+		// The second term lets a generic plan use the partial index
+		// sessions_computer.
+		add("computer_id = $%d AND computer_id <> ''", f.ComputerID)
+	}
 	if f.AfterID != "" {
 		add("id > $%d", f.AfterID)
 	}

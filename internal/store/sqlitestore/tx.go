@@ -260,6 +260,10 @@ func (t *tx) ListSessions(ctx context.Context, f store.SessionFilter) ([]store.S
 	if f.RequesterSessionID != "" {
 		add("requester_session_id = ?", f.RequesterSessionID)
 	}
+	if f.ComputerID != "" {
+		// The second term lets SQLite use the partial index sessions_computer.
+		add("computer_id = ? AND computer_id <> ''", f.ComputerID)
+	}
 	if f.AfterID != "" {
 		add("id > ?", f.AfterID)
 	}
