@@ -255,7 +255,8 @@ func (t *tx) ListSessions(ctx context.Context, f store.SessionFilter) ([]store.S
 		add("key = ?", f.Key)
 	}
 	if f.ParentSessionID != "" {
-		add("parent_session_id = ?", f.ParentSessionID)
+		// The second term lets SQLite use the partial index sessions_parent.
+		add("parent_session_id = ? AND parent_session_id <> ''", f.ParentSessionID)
 	}
 	if f.RequesterSessionID != "" {
 		add("requester_session_id = ?", f.RequesterSessionID)
