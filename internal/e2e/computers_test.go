@@ -183,3 +183,33 @@ func TestComputersAPIAndCommands(t *testing.T) {
 func isCode(err error, code helmrtype.Code) bool {
 	return errors.Is(err, code)
 }
+
+func TestComputerCLI(t *testing.T) {
+	p := startPlane(t, "")
+	s := &server{url: p.url, key: p.key}
+	out, errOut, code := s.cli(t, "computer", "create", "box", "--key", "cli-box", "--json")
+	var c helmrtype.ComputerState
+	if code != 0 || json.Unmarshal([]byte(out), &c) != nil || c.Key != "cli-box" {
+		t.Fatalf("create: exit %d %s %s", code, out, errOut)
+	}
+	out, errOut, code = s.cli(t, "computer", "exec", "--key", "cli-box", "--set-env", "WHO=cli", "--",
+		"/bin/sh", "-c", "echo hi $WHO; echo oops >&2; pwd; exit 7")
+	if code != 7 || out != "hi cli\n/workspace\n" || errOut != "oops\n" {
+		t.Fatalf("exec: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if out, errOut, code = s.cli(t, "computer", "exec", c.ID, "--", "/bin/sh", "-c", "cat > f; cat f"); code != 0 {
+		t.Fatalf("exec by ID: exit %d %s %s", code, out, errOut)
+	}
+	if out, _, code = s.cli(t, "computer", "get", "--key", "cli-box"); code != 0 || !strings.Contains(out, c.ID) || !strings.Contains(out, "available") {
+		t.Fatalf("get: exit %d %s", code, out)
+	}
+	if out, _, code = s.cli(t, "computer", "list"); code != 0 || !strings.Contains(out, c.ID) {
+		t.Fatalf("list: exit %d %s", code, out)
+	}
+	if out, _, code = s.cli(t, "computer", "delete", "--key", "cli-box"); code != 0 || !strings.Contains(out, "deleted") {
+		t.Fatalf("delete: exit %d %s", code, out)
+	}
+	if _, _, code = s.cli(t, "computer", "get", "--key", "cli-box"); code != 3 {
+		t.Fatalf("get after delete: exit %d, want 3 (not found)", code)
+	}
+}
