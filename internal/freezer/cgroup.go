@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -120,7 +119,7 @@ func (f *cgroupFreezer) Attach(ctx context.Context, name string, pid, pgid int) 
 	if err := validName(name); err != nil {
 		return nil, err
 	}
-	sid, err := checkTarget(pid, pgid)
+	_, err := checkTarget(pid, pgid)
 	if err != nil {
 		return nil, err
 	}
@@ -144,49 +143,11 @@ func (f *cgroupFreezer) Attach(ctx context.Context, name string, pid, pgid int) 
 	} else if err != nil {
 		return nil, fmt.Errorf("freezer: create %s: %w", h.dir, err)
 	}
-	if err := writeFile(h.procs(), strconv.Itoa(pid)); err != nil {
+	if err := MoveGroup(ctx, h.procs(), pid, pgid); err != nil {
 		if created {
 			os.Remove(h.dir)
 		}
 		return nil, fmt.Errorf("freezer: move process %d into %s: %w", pid, h.dir, err)
-	}
-	// Sweep the group for children forked before the move. A member not yet
-	// moved may fork again, so repeat until a pass finds nobody outside.
-	// The sweep reads every process's stat, so it is skipped when pid has
-	// no children (the usual case: Attach before the process runs user
-	// code).
-	for pass := 0; mayHaveChildren(pid); pass++ {
-		if err := ctx.Err(); err != nil {
-			return h, nil // pid itself is in; the sweep is best effort
-		}
-		members, _, err := groupMembers(pgid, sid)
-		if err != nil || pass == 10 {
-			break
-		}
-		in, err := readPids(h.procs())
-		if err != nil {
-			break
-		}
-		inSet := make(map[int]bool, len(in))
-		for _, p := range in {
-			inSet[p] = true
-		}
-		moved := 0
-		for _, p := range members {
-			if inSet[p] {
-				continue
-			}
-			if st, err := readStat(fmt.Sprintf("/proc/%d/stat", p)); err != nil ||
-				st.session != sid || st.pgrp != pgid || st.state == 'Z' {
-				continue
-			}
-			if writeFile(h.procs(), strconv.Itoa(p)) == nil {
-				moved++
-			}
-		}
-		if moved == 0 {
-			break
-		}
 	}
 	return h, nil
 }

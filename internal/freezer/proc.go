@@ -3,6 +3,7 @@ package freezer
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -78,20 +79,94 @@ func checkTarget(pid, pgid int) (session int, err error) {
 	return st.session, nil
 }
 
-// mayHaveChildren reports whether any thread of pid has children, from
-// /proc/PID/task/TID/children; true when the kernel does not say.
-func mayHaveChildren(pid int) bool {
+// MoveGroup moves the process tree led by pid into the cgroup whose
+// cgroup.procs file is procs: pid first, then its descendants top-down as
+// /proc/PID/task/TID/children lists them (a child forked after its parent
+// moved is born inside). Where the kernel does not list children, it
+// sweeps process group pgid instead, until a pass finds nobody outside.
+// Only a failure to move pid itself is an error.
+func MoveGroup(ctx context.Context, procs string, pid, pgid int) error {
+	if err := writeFile(procs, strconv.Itoa(pid)); err != nil {
+		return err
+	}
+	queue := []int{pid}
+	for n := 0; len(queue) > 0 && n < 4096; n++ {
+		p := queue[0]
+		queue = queue[1:]
+		kids, ok := children(p)
+		if !ok {
+			sweepGroup(ctx, procs, pid, pgid)
+			return nil
+		}
+		for _, k := range kids {
+			if err := writeFile(procs, strconv.Itoa(k)); err == nil {
+				queue = append(queue, k)
+			}
+		}
+	}
+	return nil
+}
+
+// children lists pid's children from /proc/PID/task/TID/children; ok is
+// false when the kernel does not provide those files.
+func children(pid int) (kids []int, ok bool) {
 	files, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
 	if err != nil || len(files) == 0 {
-		return true
+		return nil, false
 	}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
-		if err != nil || len(strings.TrimSpace(string(b))) > 0 {
-			return true
+		if err != nil {
+			continue // the thread ended
+		}
+		for _, w := range strings.Fields(string(b)) {
+			if k, err := strconv.Atoi(w); err == nil {
+				kids = append(kids, k)
+			}
 		}
 	}
-	return false
+	return kids, true
+}
+
+// sweepGroup moves the members of process group pgid (in pid's session)
+// not yet in procs, repeating while a pass moved someone (a member not
+// yet moved may fork again).
+func sweepGroup(ctx context.Context, procs string, pid, pgid int) {
+	st, err := readStat(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return
+	}
+	sid := st.session
+	for pass := 0; pass < 10 && ctx.Err() == nil; pass++ {
+		members, _, err := groupMembers(pgid, sid)
+		if err != nil {
+			return
+		}
+		in, err := readPids(procs)
+		if err != nil {
+			return
+		}
+		inSet := make(map[int]bool, len(in))
+		for _, p := range in {
+			inSet[p] = true
+		}
+		moved := 0
+		for _, p := range members {
+			if inSet[p] {
+				continue
+			}
+			if st, err := readStat(fmt.Sprintf("/proc/%d/stat", p)); err != nil ||
+				st.session != sid || st.pgrp != pgid || st.state == 'Z' {
+				continue
+			}
+			if writeFile(procs, strconv.Itoa(p)) == nil {
+				moved++
+			}
+		}
+		if moved == 0 {
+			return
+		}
+	}
 }
 
 // groupMembers lists the processes (thread group IDs) in process group pgid.
