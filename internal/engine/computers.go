@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"path"
 	"strings"
 	"time"
 
@@ -296,6 +297,12 @@ func (e *Engine) computerTemplateTx(ctx context.Context, tx store.Tx, s *store.S
 	if c.Status != helmrtype.ComputerAvailable {
 		return helmrtype.TemplateManifest{}, helmrtype.Errorf(helmrtype.CodeConflict, "computer %s is %s", c.ID, c.Status)
 	}
+	return e.templateOfTx(ctx, tx, c)
+}
+
+// templateOfTx returns the Template a Computer was made from, from its
+// Deployment's manifest.
+func (e *Engine) templateOfTx(ctx context.Context, tx store.Tx, c *store.Computer) (helmrtype.TemplateManifest, error) {
 	dep, err := e.deploymentTx(ctx, tx, c.DeploymentID)
 	if err != nil {
 		return helmrtype.TemplateManifest{}, err
@@ -316,17 +323,8 @@ func (e *Engine) ComputerTemplate(ctx context.Context, id string) (helmrtype.Tem
 		if err != nil {
 			return err
 		}
-		dep, err := e.deploymentTx(ctx, tx, c.DeploymentID)
-		if err != nil {
-			return err
-		}
-		for _, tm := range dep.manifest.Templates {
-			if tm.ID == c.Template {
-				t = tm
-				return nil
-			}
-		}
-		return notFound("template", c.Template)
+		t, err = e.templateOfTx(ctx, tx, c)
+		return err
 	})
 	return t, err
 }
@@ -353,7 +351,8 @@ func (e *Engine) ExecCommand(ctx context.Context, computerID string, req helmrty
 	if cwd == "" {
 		cwd = "/workspace"
 	}
-	if clean := pathClean(cwd); clean != "/workspace" && !strings.HasPrefix(clean, "/workspace/") {
+	cwd = path.Clean("/" + cwd)
+	if clean := cwd; clean != "/workspace" && !strings.HasPrefix(clean, "/workspace/") {
 		return nil, false, invalid("cwd %q must be inside /workspace", req.Cwd)
 	}
 	timeout := helmrtype.DefaultCommandTimeout
@@ -387,7 +386,7 @@ func (e *Engine) ExecCommand(ctx context.Context, computerID string, req helmrty
 			if err := e.placeSessionTx(ctx, tx, computerID); err != nil {
 				return nil, err
 			}
-			c := &store.Command{ID: NewID(), ComputerID: computerID, Argv: req.Command, Cwd: pathClean(cwd), Env: env,
+			c := &store.Command{ID: NewID(), ComputerID: computerID, Argv: req.Command, Cwd: cwd, Env: env,
 				Stdin: []byte(req.Stdin), TimeoutMS: timeout.Milliseconds(), Status: helmrtype.CommandRunning, CreatedAt: now, StartedAt: &now}
 			if err := tx.InsertCommand(ctx, c); err != nil {
 				return nil, err
@@ -405,22 +404,6 @@ func (e *Engine) ExecCommand(ctx context.Context, computerID string, req helmrty
 		e.commandRunner().StartCommand(*started)
 	}
 	return out, replayed, nil
-}
-
-func pathClean(p string) string {
-	parts := []string{}
-	for _, s := range strings.Split(p, "/") {
-		switch s {
-		case "", ".":
-		case "..":
-			if len(parts) > 0 {
-				parts = parts[:len(parts)-1]
-			}
-		default:
-			parts = append(parts, s)
-		}
-	}
-	return "/" + strings.Join(parts, "/")
 }
 
 func (e *Engine) getCommandTx(ctx context.Context, tx store.Tx, id string) (*store.Command, error) {

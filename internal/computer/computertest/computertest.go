@@ -211,7 +211,11 @@ func Run(t *testing.T, newProvider Factory, isolated bool) {
 			t.Fatal(err)
 		}
 		defer h.Release()
-		time.Sleep(100 * time.Millisecond)
+		for deadline := time.Now().Add(5 * time.Second); out.Len() == 0; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the process wrote nothing")
+			}
+		}
 		if err := h.Freeze(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -223,9 +227,10 @@ func Run(t *testing.T, newProvider Factory, isolated bool) {
 		if err := h.Thaw(ctx); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(200 * time.Millisecond)
-		if out.Len() == n {
-			t.Fatal("a thawed process did not go on")
+		for deadline := time.Now().Add(5 * time.Second); out.Len() == n; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("a thawed process did not go on")
+			}
 		}
 	})
 

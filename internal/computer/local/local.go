@@ -18,7 +18,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 
 	"github.com/helmr-go/helmr/internal/computer"
@@ -377,7 +376,6 @@ func (p *Provider) unsafeCommand(ws, tmp, dir string, env []string, ps computer.
 type process struct {
 	cmd  *exec.Cmd
 	done chan struct{}
-	once sync.Once
 	code int
 	err  error
 }
