@@ -30,6 +30,29 @@ type Store interface {
 	Close() error
 }
 
+// Listener is implemented by a Store that several control-plane nodes
+// share: it tells each node about the changes the others commit.
+type Listener interface {
+	// Listen calls fn with each notice other nodes commit, in commit order,
+	// until ctx ends; it returns ctx's error. After a lost connection it
+	// reconnects and calls resync, since notices may have been missed.
+	Listen(ctx context.Context, fn func(Notice), resync func()) error
+}
+
+// Notice is a change committed by another node: an event appended to a
+// Session's timeline (Kind is the event's kind) or a change of a Command
+// or its output (Kind is NoticeCommand).
+type Notice struct {
+	Node      string
+	Kind      string
+	SessionID string
+	TurnID    string
+	CommandID string
+}
+
+// NoticeCommand is the Kind of a Notice about a Command.
+const NoticeCommand = "command"
+
 // Tx is the set of operations available inside a transaction. Writes in a
 // View fail. An error such as ErrDuplicate or ErrNotFound does not spoil the
 // transaction: fn may go on using it. Times are stored with microsecond
@@ -106,6 +129,35 @@ type Tx interface {
 	DeleteProcess(ctx context.Context, sessionID, launchID string) error
 	// ListProcesses returns every process record, by Session ID.
 	ListProcesses(ctx context.Context) ([]Process, error)
+
+	// Leases: which control-plane node supervises a Session's process, for
+	// several nodes on one database. Expiry is on the database's clock.
+
+	// AcquireLease makes nodeID the Session's supervisor for ttl from now,
+	// unless another node holds an unexpired lease. It returns the holder
+	// after the call, and fresh when nodeID did not hold the lease before
+	// (it was free, expired, or another node's expired one).
+	AcquireLease(ctx context.Context, sessionID, nodeID string, ttl time.Duration) (holder string, fresh bool, err error)
+	// RenewLeases extends every lease nodeID holds to ttl from now and
+	// returns their Sessions.
+	RenewLeases(ctx context.Context, nodeID string, ttl time.Duration) ([]string, error)
+	// ReleaseLease ends nodeID's lease of the Session; it is not an error
+	// when nodeID holds none.
+	ReleaseLease(ctx context.Context, sessionID, nodeID string) error
+	// Leases returns the unexpired leases: node ID by Session ID.
+	Leases(ctx context.Context) (map[string]string, error)
+	// UnleasedWork returns up to limit Sessions that have queued or running
+	// Turns and no unexpired lease, by Session ID.
+	UnleasedWork(ctx context.Context, limit int) ([]string, error)
+
+	// Deployment binaries, kept in the database so that every node can
+	// launch every Deployment.
+
+	// PutBinary stores a binary under its digest; storing a digest again
+	// does nothing.
+	PutBinary(ctx context.Context, digest string, data []byte) error
+	// GetBinary returns the binary stored under digest.
+	GetBinary(ctx context.Context, digest string) ([]byte, error)
 
 	// Questions
 	InsertAsk(ctx context.Context, a *Ask) error
@@ -261,6 +313,8 @@ type Process struct {
 	ComputerID string
 	Recovery   string
 	LaunchedAt time.Time
+	// NodeID is the control-plane node that launched the process.
+	NodeID string
 }
 
 // Ask is a question a Turn asked a person.

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -40,12 +41,17 @@ type Options struct {
 	MaxConns int32
 	// Logger receives store diagnostics; nil discards them.
 	Logger *slog.Logger
+	// NodeID names this control-plane node among those sharing the
+	// database: its connections set helmr.node to it, so that the
+	// notices of its own changes are told apart (see Listen).
+	NodeID string
 }
 
 // Store is a PostgreSQL-backed store.Store.
 type Store struct {
 	log  *slog.Logger
 	pool *pgxpool.Pool
+	node string
 }
 
 // Open connects to the PostgreSQL database at url (a postgres:// URL or a
@@ -63,11 +69,17 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
 	}
+	if opts.NodeID != "" {
+		if strings.ContainsAny(opts.NodeID, "|\x00") {
+			return nil, fmt.Errorf("pgstore: node ID %q: want no '|'", opts.NodeID)
+		}
+		cfg.ConnConfig.RuntimeParams["helmr.node"] = opts.NodeID
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
-	s := &Store{log: opts.Logger, pool: pool}
+	s := &Store{log: opts.Logger, pool: pool, node: opts.NodeID}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err

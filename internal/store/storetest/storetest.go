@@ -10,6 +10,7 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -60,6 +61,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Computers", testComputers},
 		{"Commands", testCommands},
 		{"CommandLogs", testCommandLogs},
+		{"Leases", testLeases},
+		{"UnleasedWork", testUnleasedWork},
+		{"Binaries", testBinaries},
 		{"UpdateErrorWritesNothing", testUpdateErrorWritesNothing},
 		{"UpdateCanceledContext", testUpdateCanceledContext},
 		{"TxUsableAfterError", testTxUsableAfterError},
@@ -1283,7 +1287,7 @@ func storedProcess(p store.Process) store.Process {
 
 func testProcesses(t *testing.T, s store.Store) {
 	full := &store.Process{SessionID: "ses-2", LaunchID: "launch-1", PID: 4194303, StartID: "boot-abc:123456789",
-		TokenHash: "sha256:ffff", ComputerID: "cmp-1", Recovery: "reattach", LaunchedAt: at(60)}
+		TokenHash: "sha256:ffff", ComputerID: "cmp-1", Recovery: "reattach", LaunchedAt: at(60), NodeID: "node-1"}
 	minimal := &store.Process{SessionID: "ses-1", LaunchID: "launch-2", PID: 1, LaunchedAt: at(61)}
 	view(t, s, func(ctx context.Context, tx store.Tx) error {
 		ps, err := tx.ListProcesses(ctx)
@@ -3065,6 +3069,147 @@ func testCommandLogs(t *testing.T, s store.Store) {
 			t.Fatalf("ListCommandLogs(cmd-2) = %v, %v", ls, err)
 		}
 		check(t, "ListCommandLogs(cmd-2)", ls[0], storedCommandLog(*logs[4]))
+		return nil
+	})
+}
+
+// testLeases checks Session leases: one holder at a time, renewal,
+// release, expiry on the store's clock, and takeover after expiry.
+func testLeases(t *testing.T, s store.Store) {
+	const long = time.Hour
+	acquire := func(session, node string, ttl time.Duration) (string, bool) {
+		t.Helper()
+		var holder string
+		var fresh bool
+		update(t, s, func(ctx context.Context, tx store.Tx) error {
+			var err error
+			holder, fresh, err = tx.AcquireLease(ctx, session, node, ttl)
+			return err
+		})
+		return holder, fresh
+	}
+	leases := func() map[string]string {
+		t.Helper()
+		var m map[string]string
+		view(t, s, func(ctx context.Context, tx store.Tx) error {
+			var err error
+			m, err = tx.Leases(ctx)
+			return err
+		})
+		return m
+	}
+	check(t, "Leases on an empty store", leases(), map[string]string{})
+	if h, fresh := acquire("ses-1", "node-a", long); h != "node-a" || !fresh {
+		t.Errorf("first AcquireLease = %q, %v; want node-a, fresh", h, fresh)
+	}
+	if h, fresh := acquire("ses-1", "node-a", long); h != "node-a" || fresh {
+		t.Errorf("AcquireLease by the holder = %q, %v; want node-a, not fresh", h, fresh)
+	}
+	if h, fresh := acquire("ses-1", "node-b", long); h != "node-a" || fresh {
+		t.Errorf("AcquireLease of a held lease = %q, %v; want the holder node-a, not fresh", h, fresh)
+	}
+	acquire("ses-2", "node-b", long)
+	acquire("ses-3", "node-a", long)
+	check(t, "Leases", leases(), map[string]string{"ses-1": "node-a", "ses-2": "node-b", "ses-3": "node-a"})
+
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		got, err := tx.RenewLeases(ctx, "node-a", long)
+		wantOK(t, "RenewLeases", err)
+		check(t, "RenewLeases(node-a)", got, []string{"ses-1", "ses-3"})
+		got, err = tx.RenewLeases(ctx, "node-z", long)
+		wantOK(t, "RenewLeases(none)", err)
+		if len(got) != 0 {
+			t.Errorf("RenewLeases of a node without leases = %v", got)
+		}
+		wantOK(t, "ReleaseLease by another node", tx.ReleaseLease(ctx, "ses-1", "node-b"))
+		wantOK(t, "ReleaseLease", tx.ReleaseLease(ctx, "ses-3", "node-a"))
+		wantOK(t, "ReleaseLease again", tx.ReleaseLease(ctx, "ses-3", "node-a"))
+		return nil
+	})
+	check(t, "Leases after releases", leases(), map[string]string{"ses-1": "node-a", "ses-2": "node-b"})
+
+	// An expired lease is not listed, and another node takes it over.
+	acquire("ses-4", "node-a", time.Millisecond)
+	time.Sleep(20 * time.Millisecond)
+	if _, ok := leases()["ses-4"]; ok {
+		t.Errorf("an expired lease is listed")
+	}
+	if h, fresh := acquire("ses-4", "node-b", long); h != "node-b" || !fresh {
+		t.Errorf("AcquireLease of an expired lease = %q, %v; want node-b, fresh", h, fresh)
+	}
+	// The former holder's own lease, expired, comes back fresh: what it
+	// ran may have been taken over meanwhile.
+	acquire("ses-5", "node-a", time.Millisecond)
+	time.Sleep(20 * time.Millisecond)
+	if h, fresh := acquire("ses-5", "node-a", long); h != "node-a" || !fresh {
+		t.Errorf("AcquireLease of its own expired lease = %q, %v; want node-a, fresh", h, fresh)
+	}
+	// Renewal revives a node's expired lease nobody took.
+	acquire("ses-6", "node-c", time.Millisecond)
+	time.Sleep(20 * time.Millisecond)
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		got, err := tx.RenewLeases(ctx, "node-c", long)
+		wantOK(t, "RenewLeases", err)
+		check(t, "RenewLeases(node-c)", got, []string{"ses-6"})
+		return nil
+	})
+	if leases()["ses-6"] != "node-c" {
+		t.Errorf("a renewed lease is not listed")
+	}
+}
+
+// testUnleasedWork checks the Sessions with queued or running Turns that
+// no node supervises.
+func testUnleasedWork(t *testing.T, s store.Store) {
+	var seq int64
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, r := range []struct {
+			session string
+			status  string
+		}{
+			{"ses-a", "queued"}, {"ses-b", "running"}, {"ses-c", "completed"}, {"ses-d", "queued"}, {"ses-e", "running"},
+			{"ses-a", "queued"},
+		} {
+			seq++
+			wantOK(t, "InsertTurn", tx.InsertTurn(ctx, newTurn(r.session, uuid.Must(uuid.NewV7()).String(), seq, r.status)))
+		}
+		_, _, err := tx.AcquireLease(ctx, "ses-b", "node-a", time.Hour)
+		wantOK(t, "AcquireLease", err)
+		_, _, err = tx.AcquireLease(ctx, "ses-e", "node-a", time.Millisecond)
+		wantOK(t, "AcquireLease", err)
+		return nil
+	})
+	time.Sleep(20 * time.Millisecond)
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		got, err := tx.UnleasedWork(ctx, 10)
+		wantOK(t, "UnleasedWork", err)
+		check(t, "UnleasedWork", got, []string{"ses-a", "ses-d", "ses-e"})
+		got, err = tx.UnleasedWork(ctx, 1)
+		wantOK(t, "UnleasedWork(limit 1)", err)
+		check(t, "UnleasedWork(limit 1)", got, []string{"ses-a"})
+		return nil
+	})
+}
+
+// testBinaries checks deployment binaries kept in the store.
+func testBinaries(t *testing.T, s store.Store) {
+	data := make([]byte, 3<<20)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		_, err := tx.GetBinary(ctx, "sha256:none")
+		wantErr(t, "GetBinary(missing)", err, store.ErrNotFound)
+		wantOK(t, "PutBinary", tx.PutBinary(ctx, "sha256:one", data))
+		wantOK(t, "PutBinary again", tx.PutBinary(ctx, "sha256:one", []byte("other")))
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		got, err := tx.GetBinary(ctx, "sha256:one")
+		wantOK(t, "GetBinary", err)
+		if !bytes.Equal(got, data) {
+			t.Errorf("GetBinary returned %d bytes, not the %d stored", len(got), len(data))
+		}
 		return nil
 	})
 }

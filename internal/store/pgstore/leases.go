@@ -1,0 +1,107 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/helmr-go/helmr/internal/store"
+)
+
+// --- leases ---
+//
+// Expiry is on the database's clock, so nodes' clocks need not agree.
+// AcquireLease takes the Session's lock: it is ordered with the Session's
+// other transitions (a takeover sees everything the former holder
+// committed).
+
+func (t *tx) AcquireLease(ctx context.Context, sessionID, nodeID string, ttl time.Duration) (string, bool, error) {
+	if err := t.write(); err != nil {
+		return "", false, err
+	}
+	if err := t.lock(ctx, sessionID); err != nil {
+		return "", false, mapErr(err)
+	}
+	var holder string
+	var live bool
+	err := t.one(ctx, `SELECT node_id, expires_at > now() FROM session_leases WHERE session_id = $1`, []any{sessionID}, &holder, &live)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		return "", false, err
+	case holder != nodeID && live:
+		return holder, false, nil
+	}
+	fresh := holder != nodeID || !live
+	err = t.exec(ctx, "", `INSERT INTO session_leases(session_id, node_id, expires_at) VALUES ($1, $2, now() + $3 * interval '1 microsecond')
+ ON CONFLICT (session_id) DO UPDATE SET node_id = excluded.node_id, expires_at = excluded.expires_at`,
+		sessionID, nodeID, ttl.Microseconds())
+	if err != nil {
+		return "", false, err
+	}
+	return nodeID, fresh, nil
+}
+
+func (t *tx) RenewLeases(ctx context.Context, nodeID string, ttl time.Duration) ([]string, error) {
+	if err := t.write(); err != nil {
+		return nil, err
+	}
+	rows, err := t.q.Query(ctx, `UPDATE session_leases SET expires_at = now() + $2 * interval '1 microsecond'
+ WHERE node_id = $1 RETURNING session_id`, nodeID, ttl.Microseconds())
+	return collectStrings(rows, err)
+}
+
+func (t *tx) ReleaseLease(ctx context.Context, sessionID, nodeID string) error {
+	return t.exec(ctx, "", `DELETE FROM session_leases WHERE session_id = $1 AND node_id = $2`, sessionID, nodeID)
+}
+
+func (t *tx) Leases(ctx context.Context) (map[string]string, error) {
+	rows, err := t.q.Query(ctx, `SELECT session_id, node_id FROM session_leases WHERE expires_at > now()`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var s, n string
+		if err := rows.Scan(&s, &n); err != nil {
+			return nil, err
+		}
+		out[s] = n
+	}
+	return out, rows.Err()
+}
+
+func (t *tx) UnleasedWork(ctx context.Context, limit int) ([]string, error) {
+	rows, err := t.q.Query(ctx, `SELECT DISTINCT t.session_id FROM turns t
+ WHERE t.status IN ('queued', 'running')
+   AND NOT EXISTS (SELECT 1 FROM session_leases l WHERE l.session_id = t.session_id AND l.expires_at > now())
+ ORDER BY t.session_id LIMIT $1`, limit)
+	return collectStrings(rows, err)
+}
+
+// collectStrings reads rows of one text column; no rows is nil.
+func collectStrings(rows pgx.Rows, err error) ([]string, error) {
+	if err != nil {
+		return nil, err
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if len(out) == 0 {
+		out = nil
+	}
+	return out, err
+}
+
+// --- deployment binaries ---
+
+func (t *tx) PutBinary(ctx context.Context, digest string, data []byte) error {
+	return t.exec(ctx, "", `INSERT INTO deployment_binaries(digest, data) VALUES ($1, $2) ON CONFLICT (digest) DO NOTHING`, digest, data)
+}
+
+func (t *tx) GetBinary(ctx context.Context, digest string) ([]byte, error) {
+	var b []byte
+	err := t.one(ctx, `SELECT data FROM deployment_binaries WHERE digest = $1`, []any{digest}, &b)
+	return b, err
+}

@@ -1,0 +1,101 @@
+package sqlitestore
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/helmr-go/helmr/internal/store"
+)
+
+// --- leases ---
+//
+// One process writes a SQLite database, so leases matter little here;
+// they behave as in the PostgreSQL store, on this machine's clock.
+
+func (t *tx) AcquireLease(ctx context.Context, sessionID, nodeID string, ttl time.Duration) (string, bool, error) {
+	now := time.Now()
+	var holder string
+	var expires int64
+	err := t.one(ctx, `SELECT node_id, expires_at FROM session_leases WHERE session_id = ?`, []any{sessionID}, &holder, &expires)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		return "", false, err
+	case holder != nodeID && expires > micros(now):
+		return holder, false, nil
+	}
+	fresh := holder != nodeID || expires <= micros(now)
+	err = t.exec(ctx, `INSERT INTO session_leases(session_id, node_id, expires_at) VALUES (?, ?, ?)
+ ON CONFLICT(session_id) DO UPDATE SET node_id = excluded.node_id, expires_at = excluded.expires_at`,
+		sessionID, nodeID, micros(now.Add(ttl)))
+	if err != nil {
+		return "", false, err
+	}
+	return nodeID, fresh, nil
+}
+
+func (t *tx) RenewLeases(ctx context.Context, nodeID string, ttl time.Duration) ([]string, error) {
+	if err := t.exec(ctx, `UPDATE session_leases SET expires_at = ? WHERE node_id = ?`, micros(time.Now().Add(ttl)), nodeID); err != nil {
+		return nil, err
+	}
+	return t.strings(ctx, `SELECT session_id FROM session_leases WHERE node_id = ? ORDER BY session_id`, nodeID)
+}
+
+func (t *tx) ReleaseLease(ctx context.Context, sessionID, nodeID string) error {
+	return t.exec(ctx, `DELETE FROM session_leases WHERE session_id = ? AND node_id = ?`, sessionID, nodeID)
+}
+
+func (t *tx) Leases(ctx context.Context) (map[string]string, error) {
+	rows, err := t.q.query(ctx, `SELECT session_id, node_id FROM session_leases WHERE expires_at > ?`, micros(time.Now()))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var s, n string
+		if err := rows.Scan(&s, &n); err != nil {
+			return nil, err
+		}
+		out[s] = n
+	}
+	return out, rows.Err()
+}
+
+func (t *tx) UnleasedWork(ctx context.Context, limit int) ([]string, error) {
+	return t.strings(ctx, `SELECT DISTINCT t.session_id FROM turns t
+ WHERE t.status IN ('queued', 'running')
+   AND NOT EXISTS (SELECT 1 FROM session_leases l WHERE l.session_id = t.session_id AND l.expires_at > ?)
+ ORDER BY t.session_id LIMIT ?`, micros(time.Now()), limit)
+}
+
+// strings runs q and returns its one text column.
+func (t *tx) strings(ctx context.Context, q string, args ...any) ([]string, error) {
+	rows, err := t.q.query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+// --- deployment binaries ---
+
+func (t *tx) PutBinary(ctx context.Context, digest string, data []byte) error {
+	return t.exec(ctx, `INSERT INTO deployment_binaries(digest, data) VALUES (?, ?) ON CONFLICT(digest) DO NOTHING`, digest, data)
+}
+
+func (t *tx) GetBinary(ctx context.Context, digest string) ([]byte, error) {
+	var b []byte
+	err := t.one(ctx, `SELECT data FROM deployment_binaries WHERE digest = ?`, []any{digest}, &b)
+	return b, err
+}
