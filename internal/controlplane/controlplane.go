@@ -36,8 +36,13 @@ type Config struct {
 	// DataDir holds the database, deployments, computers and the socket.
 	DataDir string
 	// Database is "sqlite:PATH" (default DataDir/helmr.db) or a PostgreSQL
-	// URL ("postgres://…"); one node per database until the scale-out work.
+	// URL ("postgres://…"), which several nodes may share (docs/scale-out.md).
 	Database string
+	// NodeID names this node among those sharing a PostgreSQL database;
+	// default an ID kept in DataDir/node-id, made at the first start.
+	NodeID string
+	// LeaseTTL: see supervisor.Options.
+	LeaseTTL time.Duration
 	// Synchronous is the SQLite synchronous mode: FULL (default) or NORMAL.
 	Synchronous string
 	// Launcher starts session processes; default runs them in sandboxed
@@ -83,6 +88,11 @@ type ControlPlane struct {
 
 	stopSweep context.CancelFunc
 	sweepDone chan struct{}
+
+	// shared: the database is shared with other nodes (PostgreSQL).
+	shared     bool
+	stopListen context.CancelFunc
+	listenDone chan struct{}
 
 	pressureMu sync.Mutex
 	pressure   bool
@@ -207,6 +217,16 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	if err != nil {
 		return nil, err
 	}
+	shared := isPostgres(cfg.Database)
+	if shared && cfg.NodeID == "" {
+		if cfg.NodeID, err = nodeID(cfg.DataDir); err != nil {
+			lock.Close()
+			return nil, err
+		}
+	}
+	if !shared {
+		cfg.NodeID = ""
+	}
 	st, err := OpenStore(ctx, cfg)
 	if err != nil {
 		lock.Close()
@@ -220,10 +240,11 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		lock.Close()
 		return nil, err
 	}
-	cp := &ControlPlane{Store: st, lock: lock, cfg: cfg, log: cfg.Logger, sockDir: sockDir, SocketPath: filepath.Join(sockDir, "session.sock")}
+	cp := &ControlPlane{Store: st, lock: lock, cfg: cfg, log: cfg.Logger, sockDir: sockDir, SocketPath: filepath.Join(sockDir, "session.sock"),
+		shared: shared}
 	// The lock is ours: a socket file left by a previous run is stale.
 	os.Remove(cp.SocketPath)
-	cp.Engine = engine.New(st, engine.Options{Clock: cfg.Clock, Logger: cfg.Logger, PublicURL: cfg.PublicURL})
+	cp.Engine = engine.New(st, engine.Options{Clock: cfg.Clock, Logger: cfg.Logger, PublicURL: cfg.PublicURL, NodeID: cfg.NodeID})
 	l := cfg.Launcher
 	if l == nil {
 		dir := filepath.Join(cfg.DataDir, "computers")
@@ -243,8 +264,10 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		l = &supervisor.ComputerLauncher{Provider: prov, Dir: dir, Images: supervisor.StoreImages{Store: images}}
 	}
 	cp.Supervisor = supervisor.New(cp.Engine, l, supervisor.Options{SocketPath: cp.SocketPath, Logger: cfg.Logger,
-		ReconnectWindow: cfg.ReconnectWindow, ReattachWindow: cfg.ReattachWindow, Freezer: freezer.New(cfg.Logger, "helmr")})
-	cp.Server = server.New(cp.Engine, server.Options{Logger: cfg.Logger, DeploymentsDir: filepath.Join(cfg.DataDir, "deployments"), Ready: cp.ready})
+		ReconnectWindow: cfg.ReconnectWindow, ReattachWindow: cfg.ReattachWindow, Freezer: freezer.New(cfg.Logger, "helmr-"+dataDirID(cfg.DataDir)),
+		LeaseTTL: cfg.LeaseTTL, ResolveBinary: cp.resolveBinary})
+	cp.Server = server.New(cp.Engine, server.Options{Logger: cfg.Logger, DeploymentsDir: cp.DeploymentsDir(), Ready: cp.ready,
+		Publish: cp.PublishDeployment})
 	cp.protoLn, err = net.Listen("unix", cp.SocketPath)
 	if err != nil {
 		cp.closeStore()
@@ -255,6 +278,10 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	cp.protoSrv = &http.Server{Handler: mux, ConnContext: supervisor.ConnContext, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug)}
 	go cp.protoSrv.Serve(cp.protoLn)
 	if err := cp.Supervisor.Recover(ctx); err != nil {
+		cp.Close(ctx)
+		return nil, err
+	}
+	if err := cp.listen(ctx); err != nil {
 		cp.Close(ctx)
 		return nil, err
 	}
@@ -277,8 +304,8 @@ func OpenStore(ctx context.Context, cfg Config) (store.Store, error) {
 		return sqlitestore.Open(ctx, filepath.Join(cfg.DataDir, "helmr.db"), sqlitestore.Options{Synchronous: cfg.Synchronous, Logger: cfg.Logger})
 	case strings.HasPrefix(db, "sqlite:"):
 		return sqlitestore.Open(ctx, strings.TrimPrefix(db, "sqlite:"), sqlitestore.Options{Synchronous: cfg.Synchronous, Logger: cfg.Logger})
-	case strings.HasPrefix(db, "postgres://"), strings.HasPrefix(db, "postgresql://"):
-		return pgstore.Open(ctx, db, pgstore.Options{Logger: cfg.Logger})
+	case isPostgres(db):
+		return pgstore.Open(ctx, db, pgstore.Options{Logger: cfg.Logger, NodeID: cfg.NodeID})
 	}
 	return nil, fmt.Errorf("controlplane: database %q: want sqlite:PATH or postgres://…", cfg.Database)
 }
@@ -332,6 +359,7 @@ func (cp *ControlPlane) Detach(ctx context.Context) error {
 	}
 	cp.stopSweeping()
 	cp.Supervisor.Detach()
+	cp.stopListening()
 	cp.protoSrv.Close()
 	cp.Engine.Close()
 	return cp.closeStore()
@@ -347,6 +375,7 @@ func (cp *ControlPlane) Close(ctx context.Context) error {
 	}
 	cp.stopSweeping()
 	cp.Supervisor.Close(shut)
+	cp.stopListening()
 	cp.protoSrv.Close()
 	cp.Engine.Close()
 	return cp.closeStore()

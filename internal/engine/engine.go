@@ -69,6 +69,9 @@ type Options struct {
 	// PublicURL is the base URL clients reach the API at, used in Token
 	// callback URLs (for example "https://helmr.example.com").
 	PublicURL string
+	// NodeID names this control-plane node among several sharing one
+	// database; "" for a single node.
+	NodeID string
 }
 
 // Engine applies state transitions to the store.
@@ -88,6 +91,8 @@ type Engine struct {
 	pressure atomic.Bool
 	// publicURL is the base of Token callback URLs.
 	publicURL string
+	// node is this node's ID among several (Options.NodeID).
+	node string
 
 	keys    sync.Map // API key hash → *store.APIKey
 	parents sync.Map // Session ID → parent Session ID (immutable)
@@ -103,7 +108,7 @@ func New(s store.Store, opts Options) *Engine {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Engine{store: s, clock: opts.Clock, log: opts.Logger, notifier: nopNotifier{}, hub: newHub[struct{}](),
-		turns: newHub[*helmrtype.TurnState](), sched: sched{clock: opts.Clock}, publicURL: strings.TrimRight(opts.PublicURL, "/")}
+		turns: newHub[*helmrtype.TurnState](), sched: sched{clock: opts.Clock}, publicURL: strings.TrimRight(opts.PublicURL, "/"), node: opts.NodeID}
 }
 
 // SetPublicURL sets the base of Token callback URLs, when it is known only
@@ -211,6 +216,25 @@ func (h *hub[V]) wake(id string, v V) {
 		sg.val = v
 		close(sg.ch)
 	}
+}
+
+// watched reports whether id has watchers.
+func (h *hub[V]) watched(id string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.m[id]
+	return ok
+}
+
+// keys returns the watched IDs.
+func (h *hub[V]) keys() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]string, 0, len(h.m))
+	for k := range h.m {
+		out = append(out, k)
+	}
+	return out
 }
 
 func (h *hub[V]) size() int {

@@ -130,6 +130,10 @@ func (e *Engine) InterruptTurn(ctx context.Context, sessionID, turnID string, re
 			if _, err := e.runningTurnTx(ctx, tx, sessionID, turnID); err != nil {
 				return nil, err
 			}
+			// The node that runs the Turn may be another one.
+			if err := tx.Announce(ctx, store.Notice{Kind: NoticeTurnInterrupt, SessionID: sessionID, TurnID: turnID}); err != nil {
+				return nil, err
+			}
 			return &helmrtype.TurnInterruptReceipt{ID: NewID(), SessionID: sessionID, TurnID: turnID, Status: "accepted"}, nil
 		})
 		return err

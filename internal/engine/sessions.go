@@ -482,8 +482,9 @@ func (e *Engine) ListTurns(ctx context.Context, sessionID, cursor string, limit 
 func (e *Engine) WaitTurn(ctx context.Context, sessionID, turnID string, timeout time.Duration) (*helmrtype.TimedTurnWaitResult, error) {
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	sg := e.turns.watch(turnID)
-	defer func() { e.turns.unwatch(turnID, sg) }()
+	key := turnKey(sessionID, turnID)
+	sg := e.turns.watch(key)
+	defer func() { e.turns.unwatch(key, sg) }()
 	t, err := e.GetTurn(ctx, sessionID, turnID)
 	if err != nil {
 		return nil, err

@@ -14,6 +14,8 @@ import (
 type Launch struct {
 	Session store.Session
 	Binary  string
+	// Digest is the binary's digest ("sha256:…").
+	Digest string
 	Agent   helmrtype.AgentManifest
 	// Template is the Agent's Template: the Computer's image and resources.
 	Template helmrtype.TemplateManifest
@@ -56,7 +58,7 @@ func (e *Engine) PrepareLaunch(ctx context.Context, sessionID string, reattach b
 		if err != nil {
 			return err
 		}
-		out = &Launch{Session: *s, Binary: dep.row.BinaryPath, Agent: *a, Recovery: "initial", Template: tmpl}
+		out = &Launch{Session: *s, Binary: dep.row.BinaryPath, Digest: dep.row.Digest, Agent: *a, Recovery: "initial", Template: tmpl}
 		if reattach {
 			return nil
 		}
@@ -321,7 +323,7 @@ func (e *Engine) SettleTurn(ctx context.Context, sessionID, turnID string, op in
 	})
 	if err == nil {
 		if settled != nil {
-			e.turns.wake(turnID, settled)
+			e.turns.wake(turnKey(sessionID, turnID), settled)
 		}
 		e.wake(sessionID)
 		if closed {
@@ -435,7 +437,7 @@ func (e *Engine) FailRunningTurn(ctx context.Context, sessionID, status string, 
 	})
 	if err == nil {
 		if settled != nil {
-			e.turns.wake(settled.ID, settled)
+			e.turns.wake(turnKey(sessionID, settled.ID), settled)
 		}
 		e.wake(sessionID)
 	}
@@ -465,8 +467,20 @@ func (e *Engine) Recover(ctx context.Context, live map[string]bool) ([]string, e
 		if err != nil {
 			return err
 		}
+		// With several nodes, this one settles only the Turns of Sessions
+		// it still holds the lease of: others are another node's, and those
+		// of no node are taken over one by one (TakeOver), under the lease.
+		var leases map[string]string
+		if e.node != "" {
+			if leases, err = tx.Leases(ctx); err != nil {
+				return err
+			}
+		}
 		for i := range running {
 			if live[running[i].SessionID] {
+				continue
+			}
+			if e.node != "" && leases[running[i].SessionID] != e.node {
 				continue
 			}
 			const lost = "the control plane stopped while the turn ran; it is not replayed"
@@ -484,7 +498,7 @@ func (e *Engine) Recover(ctx context.Context, live map[string]bool) ([]string, e
 		// Deadlines of waits and Token expiries are kept in the store:
 		// they fire in this control plane now.
 		e.sched.stop()
-		return e.scheduleRecovered(ctx, tx)
+		return e.scheduleRecovered(ctx, tx, "")
 	})
 	return ids, err
 }

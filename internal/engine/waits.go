@@ -342,10 +342,11 @@ func (e *Engine) OpenWaitsOf(ctx context.Context, sessionID string) ([]store.Wai
 	return out, err
 }
 
-// scheduleRecovered arms the deadlines of open waits and Token expiries
-// kept in the store (at start).
-func (e *Engine) scheduleRecovered(ctx context.Context, tx store.Tx) error {
-	ws, err := tx.OpenWaits(ctx, "")
+// scheduleRecovered arms the deadlines of open waits (of one Session, or
+// of all for "") and Token expiries kept in the store: at start, and when
+// a node takes a Session over. Arming one again replaces it.
+func (e *Engine) scheduleRecovered(ctx context.Context, tx store.Tx, sessionID string) error {
+	ws, err := tx.OpenWaits(ctx, sessionID)
 	if err != nil {
 		return err
 	}

@@ -38,6 +38,10 @@ type Options struct {
 	DeploymentsDir string
 	// Ready reports readiness for /readyz; nil means always ready.
 	Ready func() error
+	// Publish publishes an uploaded Deployment; nil publishes it with the
+	// engine alone. The control plane adds keeping the binary where other
+	// nodes find it.
+	Publish func(ctx context.Context, digest string, m helmrtype.Manifest, path string) (*helmrtype.Deployment, error)
 }
 
 // Server serves the REST API.
@@ -474,7 +478,11 @@ func (s *Server) createDeployment(w http.ResponseWriter, r *http.Request) error 
 			return helmrtype.Errorf(helmrtype.CodeInvalidRequest, "the manifest sent does not match the one the binary prints")
 		}
 	}
-	d, err := s.eng.PublishDeployment(r.Context(), digest, m, path)
+	publish := s.eng.PublishDeployment
+	if s.opts.Publish != nil {
+		publish = s.opts.Publish
+	}
+	d, err := publish(r.Context(), digest, m, path)
 	if err != nil {
 		return err
 	}

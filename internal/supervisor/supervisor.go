@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -46,6 +47,14 @@ type Options struct {
 	// Freezer suspends processes whose waits are idle; nil keeps them hot.
 	Freezer freezer.Freezer
 	Logger  *slog.Logger
+	// ResolveBinary returns the local path of a Deployment's binary, given
+	// its digest and the path recorded when it was published (on another
+	// node, perhaps); nil uses the recorded path.
+	ResolveBinary func(ctx context.Context, digest, path string) (string, error)
+	// LeaseTTL is how long a Session's lease outlives this node's last
+	// renewal when several nodes share the database (default 15 s): after
+	// a node dies, its Sessions wait that long before another takes them.
+	LeaseTTL time.Duration
 }
 
 // Default windows of Options.
@@ -75,6 +84,12 @@ type Supervisor struct {
 	tokens    map[string]*proc           // by hash of the process token
 	closing   bool
 	detaching bool // closing without stopping processes
+	// releasing holds the lease releases in flight, by Session ID; see
+	// cluster.go.
+	releasing map[string]chan struct{}
+	// stopLeases ends the lease keeper; nil without one.
+	stopLeases context.CancelFunc
+	leasesDone chan struct{}
 }
 
 // New returns a Supervisor and registers it with the engine.
@@ -88,9 +103,13 @@ func New(eng *engine.Engine, l Launcher, opts Options) *Supervisor {
 	if opts.ReattachWindow <= 0 {
 		opts.ReattachWindow = DefaultReattachWindow
 	}
+	if opts.LeaseTTL <= 0 {
+		opts.LeaseTTL = DefaultLeaseTTL
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Supervisor{eng: eng, launcher: l, log: opts.Logger, socket: opts.SocketPath, opts: opts, ctx: ctx, cancel: cancel,
-		procs: map[string]*proc{}, tokens: map[string]*proc{}, deleg: delegation.New(eng)}
+		procs: map[string]*proc{}, tokens: map[string]*proc{}, deleg: delegation.New(eng),
+		releasing: map[string]chan struct{}{}}
 	eng.SetNotifier(s)
 	eng.SetCommandRunner(s)
 	return s
@@ -130,6 +149,12 @@ type proc struct {
 	retired   string // why the process was retired (a Turn's cleanup failed)
 	// drainKilled is set when the cleanup timer ended the process.
 	drainKilled bool
+	// lost: another node took the Session over; the process is ended
+	// without touching the Session.
+	lost bool
+	// leased: this node holds the Session's lease for the process (set
+	// once the launch took it over, or the adoption confirmed it).
+	leased bool
 	// While a start is in flight (running is "-"), interrupts and messages
 	// for the Turn being started wait here; started applies them.
 	pendingCancel map[string]string
@@ -266,14 +291,31 @@ func (s *Supervisor) get(sessionID string) *proc {
 func (s *Supervisor) start(p *proc, token string) {
 	defer s.wg.Done()
 	ctx := s.ctx
+	if !s.takeOver(ctx, p.sessionID) {
+		// Another node supervises the Session; the notices of this work
+		// reach it.
+		close(p.recorded)
+		s.forget(p)
+		return
+	}
+	p.mu.Lock()
+	p.leased = true
+	p.mu.Unlock()
+	var bin string
 	l, err := s.eng.PrepareLaunch(ctx, p.sessionID, false)
 	if err == nil {
 		p.mu.Lock()
 		p.launch = l
 		p.mu.Unlock()
+		bin = l.Binary
+		if s.opts.ResolveBinary != nil {
+			bin, err = s.opts.ResolveBinary(ctx, l.Digest, l.Binary)
+		}
+	}
+	if err == nil {
 		var proc Process
 		proc, err = s.launcher.Launch(ctx, LaunchSpec{SessionID: p.sessionID, ComputerID: l.Session.ComputerID,
-			Agent: l.Session.Agent, Binary: l.Binary, Socket: s.socket, Token: token,
+			Agent: l.Session.Agent, Binary: bin, Socket: s.socket, Token: token,
 			ReconnectWindow: s.opts.ReconnectWindow, Template: l.Template})
 		if err == nil {
 			p.mu.Lock()
@@ -304,6 +346,7 @@ func (s *Supervisor) start(p *proc, token string) {
 		if ok, err := s.eng.CanStart(context.Background(), p.sessionID); err == nil && ok {
 			s.SessionWork(p.sessionID)
 		}
+		s.release(p.sessionID)
 		return
 	}
 	if err != nil {
@@ -314,6 +357,7 @@ func (s *Supervisor) start(p *proc, token string) {
 		// launch loop.
 		msg := fmt.Sprintf("the session process could not start: %v", err)
 		s.eng.FailRunningTurn(context.Background(), p.sessionID, helmrtype.TurnFailed, helmrtype.CodeProcessExited, msg, helmrtype.HoldProcessFailed)
+		s.release(p.sessionID)
 		return
 	}
 	s.log.Debug("session process started", "session", p.sessionID)
@@ -339,7 +383,8 @@ func (s *Supervisor) record(p *proc, l *engine.Launch, pid int) {
 	sid, err := startID(pid)
 	if err == nil {
 		err = s.eng.RecordProcess(s.ctx, &store.Process{SessionID: p.sessionID, LaunchID: p.launchID, PID: pid,
-			StartID: sid, TokenHash: p.tokenHash, ComputerID: l.Session.ComputerID, Recovery: l.Recovery, LaunchedAt: s.eng.Now()})
+			StartID: sid, TokenHash: p.tokenHash, ComputerID: l.Session.ComputerID, Recovery: l.Recovery, LaunchedAt: s.eng.Now(),
+			NodeID: s.eng.Node()})
 	}
 	if err != nil && s.ctx.Err() == nil {
 		s.log.Warn("record session process; it cannot reattach after a restart", "session", p.sessionID, "err", err)
@@ -393,6 +438,7 @@ func (s *Supervisor) exited(p *proc) {
 	expected := p.expected
 	initError := p.initError
 	retired := p.retired
+	lost := p.lost
 	p.stopTimers()
 	conn := p.conn
 	p.mu.Unlock()
@@ -401,6 +447,10 @@ func (s *Supervisor) exited(p *proc) {
 	}
 	s.forget(p)
 	s.releaseFreezer(p)
+	if lost {
+		return // the node that took the Session over settles what it ran
+	}
+	defer s.release(p.sessionID)
 	ctx := context.Background()
 	s.eng.ForgetProcess(ctx, p.sessionID, p.launchID)
 	why := "the session process exited"
@@ -978,12 +1028,27 @@ func (s *Supervisor) Recover(ctx context.Context) error {
 	live := map[string]bool{}
 	var adopted []*proc
 	for _, r := range recs {
+		if s.clustered() && r.NodeID != "" && r.NodeID != s.eng.Node() {
+			continue // another node's
+		}
 		ap, err := adopt(r.PID, r.StartID)
 		if err != nil {
 			s.eng.ForgetProcess(ctx, r.SessionID, r.LaunchID)
 			continue
 		}
-		p := &proc{sessionID: r.SessionID, tokenHash: r.TokenHash, launchID: r.LaunchID, process: ap, state: stateReattaching}
+		if s.clustered() {
+			// Still this node's only if no other node took it over meanwhile.
+			holder, err := s.eng.AcquireLease(ctx, r.SessionID, s.opts.LeaseTTL)
+			if err != nil {
+				return err
+			}
+			if holder != s.eng.Node() {
+				s.log.Warn("another node took the session over; ending its process here", "session", r.SessionID, "node", holder)
+				ap.Kill()
+				continue
+			}
+		}
+		p := &proc{sessionID: r.SessionID, tokenHash: r.TokenHash, launchID: r.LaunchID, process: ap, state: stateReattaching, leased: true}
 		live[r.SessionID] = true
 		adopted = append(adopted, p)
 	}
@@ -1015,6 +1080,18 @@ func (s *Supervisor) Recover(ctx context.Context) error {
 	ids, err := s.eng.Recover(ctx, live)
 	if err != nil {
 		return err
+	}
+	if s.clustered() {
+		// Sessions that other nodes supervise are theirs; those of no node
+		// are found by the lease keeper's sweep, at once.
+		leases, err := s.eng.Leases(ctx)
+		if err != nil {
+			return err
+		}
+		ids = slices.DeleteFunc(ids, func(id string) bool { return leases[id] != s.eng.Node() })
+		lctx, stop := context.WithCancel(context.Background())
+		s.stopLeases, s.leasesDone = stop, make(chan struct{})
+		go s.keepLeases(lctx)
 	}
 	for _, id := range ids {
 		s.SessionWork(id)
@@ -1130,6 +1207,7 @@ func (s *Supervisor) Detach() {
 	}
 	s.wg.Wait()
 	s.conns.Wait()
+	s.endLeases()
 }
 
 // Close asks every process to shut down, waits for them until ctx ends,
@@ -1161,6 +1239,7 @@ func (s *Supervisor) Close(ctx context.Context) {
 		<-done
 	}
 	s.cancel()
+	s.endLeases()
 }
 
 // handleWait serves the wait operations of a process: questions, Tokens,

@@ -82,7 +82,7 @@ func publish(ctx context.Context, r *serve.Running, dir string, out io.Writer) (
 	if err != nil {
 		return fp, err
 	}
-	d, err := r.CP.Engine.PublishDeployment(ctx, b.Digest, b.Manifest, b.Binary)
+	d, err := r.CP.PublishDeployment(ctx, b.Digest, b.Manifest, b.Binary)
 	if err != nil {
 		return fp, err
 	}

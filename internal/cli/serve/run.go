@@ -39,6 +39,10 @@ type Options struct {
 	// UnsafeNoSandbox runs session processes unsandboxed where bubblewrap
 	// cannot run (see controlplane.Config).
 	UnsafeNoSandbox bool
+	// NodeID and LeaseTTL: several nodes on one database (see
+	// controlplane.Config).
+	NodeID   string
+	LeaseTTL time.Duration
 }
 
 // logger returns the command's structured logger on w.
@@ -87,7 +91,7 @@ func Start(ctx context.Context, o *Options, logw io.Writer) (*Running, error) {
 	}
 	cp, err := controlplane.Open(ctx, controlplane.Config{DataDir: o.DataDir, Database: o.Database, Synchronous: o.Synchronous, Logger: log,
 		ReconnectWindow: o.ReconnectWindow, ReattachWindow: o.ReattachWindow, PublicURL: o.PublicURL,
-		MinFreeBytes: o.MinFreeBytes, UnsafeNoSandbox: o.UnsafeNoSandbox})
+		MinFreeBytes: o.MinFreeBytes, UnsafeNoSandbox: o.UnsafeNoSandbox, NodeID: o.NodeID, LeaseTTL: o.LeaseTTL})
 	if err != nil {
 		return nil, err
 	}

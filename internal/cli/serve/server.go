@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/helmr-go/helmr/internal/controlplane"
+	"github.com/helmr-go/helmr/internal/supervisor"
 	"github.com/spf13/cobra"
 )
 
@@ -70,7 +71,9 @@ func ServerCommand() *cobra.Command {
 	f.StringVar(&o.Addr, "addr", "127.0.0.1:7070", "address to listen on")
 	f.StringVar(&o.DataDir, "data-dir", "helmr-data", "directory for the database, deployments and computers")
 	f.StringVar(&keyFile, "api-key-file", "", "keep the local API key in this file (mode 0600) instead of printing it once")
-	f.StringVar(&o.Database, "database", "", "database URL: sqlite:PATH (default sqlite in --data-dir; env HELMR_DATABASE_URL)")
+	f.StringVar(&o.Database, "database", "", "database URL: sqlite:PATH (default sqlite in --data-dir) or postgres://… which several nodes may share (env HELMR_DATABASE_URL)")
+	f.StringVar(&o.NodeID, "node-id", "", "this node's ID among nodes sharing a PostgreSQL database (default: one made at the first start, kept in DATA_DIR/node-id)")
+	f.DurationVar(&o.LeaseTTL, "lease-ttl", supervisor.DefaultLeaseTTL, "with several nodes: how long a node's Sessions wait after it stops renewing before another node takes them over")
 	f.StringVar(&o.Synchronous, "sqlite-synchronous", "FULL", "SQLite durability: FULL (fsync every commit) or NORMAL")
 	f.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&o.PublicURL, "public-url", "", "the API's base URL as clients reach it, used in Token callback URLs (default http://ADDR)")

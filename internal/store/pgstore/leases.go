@@ -105,3 +105,13 @@ func (t *tx) GetBinary(ctx context.Context, digest string) ([]byte, error) {
 	err := t.one(ctx, `SELECT data FROM deployment_binaries WHERE digest = $1`, []any{digest}, &b)
 	return b, err
 }
+
+// Announce sends a notice in the form of an event's (see ParseNotice).
+func (t *tx) Announce(ctx context.Context, n store.Notice) error {
+	if err := t.write(); err != nil {
+		return err
+	}
+	_, err := t.q.Exec(ctx, `SELECT pg_notify('`+channel+`', 'e|' || coalesce(current_setting('helmr.node', true), '') || '|' || $1 || '|' || $2 || '|' || $3)`,
+		n.SessionID, n.Kind, n.TurnID)
+	return mapErr(err)
+}

@@ -99,3 +99,6 @@ func (t *tx) GetBinary(ctx context.Context, digest string) ([]byte, error) {
 	err := t.one(ctx, `SELECT data FROM deployment_binaries WHERE digest = ?`, []any{digest}, &b)
 	return b, err
 }
+
+// Announce does nothing: a SQLite database serves one node.
+func (t *tx) Announce(ctx context.Context, n store.Notice) error { return nil }

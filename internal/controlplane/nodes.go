@@ -1,0 +1,134 @@
+package controlplane
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/deploy"
+	"github.com/helmr-go/helmr/internal/store"
+)
+
+// Several nodes on one PostgreSQL database (docs/scale-out.md): each has
+// its own data directory and node ID, hears the others' changes through
+// the store, and keeps deployment binaries in the database so that it can
+// launch Deployments another node received.
+
+// isPostgres reports whether a database URL names PostgreSQL.
+func isPostgres(db string) bool {
+	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
+}
+
+// nodeID returns the node ID kept in dataDir/node-id, making one (a UUID)
+// at the first start: a node that restarts on its data directory is the
+// same node, and takes back the processes it left running.
+func nodeID(dataDir string) (string, error) {
+	path := filepath.Join(dataDir, "node-id")
+	if b, err := os.ReadFile(path); err == nil {
+		if id := strings.TrimSpace(string(b)); id != "" {
+			return id, nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	id := uuid.Must(uuid.NewV7()).String()
+	if err := os.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// NodeID is this node's ID among those sharing the database; "" on SQLite.
+func (cp *ControlPlane) NodeID() string { return cp.cfg.NodeID }
+
+// listen starts hearing the other nodes' changes, when the database is
+// shared, and returns once it listens (so nothing committed after Open
+// returns is missed).
+func (cp *ControlPlane) listen(ctx context.Context) error {
+	l, ok := cp.Store.(store.Listener)
+	if !cp.shared || !ok {
+		return nil
+	}
+	lctx, stop := context.WithCancel(context.Background())
+	cp.stopListen, cp.listenDone = stop, make(chan struct{})
+	listening := make(chan struct{}, 1)
+	go func() {
+		defer close(cp.listenDone)
+		l.Listen(lctx, func(n store.Notice) {
+			cp.Engine.Remote(lctx, n)
+			go cp.Supervisor.Notice(n)
+		}, func() {
+			select {
+			case listening <- struct{}{}:
+			default:
+			}
+			cp.Engine.Resync(lctx)
+			go cp.Supervisor.Resync()
+		})
+	}()
+	select {
+	case <-listening:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(30 * time.Second):
+		return errors.New("controlplane: could not listen for other nodes' changes within 30s")
+	}
+}
+
+// stopListening stops hearing other nodes.
+func (cp *ControlPlane) stopListening() {
+	if cp.stopListen != nil {
+		cp.stopListen()
+		<-cp.listenDone
+		cp.stopListen = nil
+	}
+}
+
+// PublishDeployment publishes a Deployment whose binary is at path; with a
+// shared database the binary is kept there too, for the other nodes.
+func (cp *ControlPlane) PublishDeployment(ctx context.Context, digest string, m helmrtype.Manifest, path string) (*helmrtype.Deployment, error) {
+	if cp.shared {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		if err := cp.Engine.PutBinary(ctx, digest, b); err != nil {
+			return nil, err
+		}
+	}
+	return cp.Engine.PublishDeployment(ctx, digest, m, path)
+}
+
+// resolveBinary returns the local path of a Deployment's binary: the path
+// recorded at publication when it is on this node, else this node's copy,
+// fetched from the database the first time.
+func (cp *ControlPlane) resolveBinary(ctx context.Context, digest, path string) (string, error) {
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	local := filepath.Join(cp.DeploymentsDir(), strings.TrimPrefix(digest, "sha256:"))
+	if _, err := os.Stat(local); err == nil || !cp.shared {
+		return local, nil
+	}
+	b, err := cp.Engine.GetBinary(ctx, digest)
+	if err != nil {
+		return "", fmt.Errorf("the binary of deployment %s is not on this node nor in the database: %w", digest, err)
+	}
+	got, p, err := deploy.Store(cp.DeploymentsDir(), bytes.NewReader(b))
+	if err != nil {
+		return "", err
+	}
+	if got != digest {
+		os.Remove(p)
+		return "", fmt.Errorf("the binary kept for deployment %s has digest %s", digest, got)
+	}
+	return p, nil
+}

@@ -1,0 +1,194 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/store"
+)
+
+// Several control-plane nodes share one database (PostgreSQL). Each
+// Session with a live process is supervised by one node, which holds the
+// Session's lease and renews it; the store tells every node about the
+// changes the others commit (store.Listener), and Remote applies them here:
+// event streams and waiters wake on any node.
+
+// NoticeTurnInterrupt is the Kind of the notice that asks the node running
+// a Turn to interrupt it (an interrupt without a hold appends no event).
+const NoticeTurnInterrupt = "turn.interrupt"
+
+// lostOnNode is why a Turn that ran on a node that stopped is interrupted.
+const lostOnNode = "the control-plane node that supervised the session stopped while the turn ran; it is not replayed"
+
+// Node is this control plane's node ID ("" for a single node).
+func (e *Engine) Node() string { return e.node }
+
+// TakeOver makes this node the supervisor of the Session's process, unless
+// another node holds an unexpired lease (ok false). When the lease was not
+// this node's (new, expired, or another node's that expired), the process
+// that ran before is gone for good: its running Turn settles interrupted
+// (execution_lost) with a recovery_gap hold, as after a restart where the
+// process did not reattach, and the Session's wait deadlines fire here.
+func (e *Engine) TakeOver(ctx context.Context, sessionID string, ttl time.Duration) (ok bool, err error) {
+	var settled *helmrtype.TurnState
+	var fresh bool
+	err = e.store.Update(ctx, func(tx store.Tx) error {
+		ok, fresh, settled = false, false, nil
+		holder, f, err := tx.AcquireLease(ctx, sessionID, e.node, ttl)
+		if err != nil || holder != e.node {
+			return err
+		}
+		ok, fresh = true, f
+		if !fresh {
+			return nil
+		}
+		if p, err := tx.GetProcess(ctx, sessionID); err == nil && p.NodeID != e.node {
+			if err := tx.DeleteProcess(ctx, sessionID, p.LaunchID); err != nil {
+				return err
+			}
+		} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		t, err := tx.ActiveTurn(ctx, sessionID)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && t.Status != helmrtype.TurnRunning) {
+			return e.scheduleRecovered(ctx, tx, sessionID)
+		}
+		if err != nil {
+			return err
+		}
+		if _, _, err := e.settleTx(ctx, tx, t, Settlement{Status: helmrtype.TurnInterrupted, Error: &helmrtype.TurnError{
+			Code: helmrtype.CodeExecutionLost, Message: lostOnNode}}); err != nil {
+			return err
+		}
+		if _, err := e.placeHoldTx(ctx, tx, sessionID, helmrtype.HoldRecoveryGap, lostOnNode, e.Now()); err != nil {
+			return err
+		}
+		ts := turnState(t)
+		settled = &ts
+		return e.scheduleRecovered(ctx, tx, sessionID)
+	})
+	if err != nil {
+		return false, err
+	}
+	if settled != nil {
+		e.log.Warn("took over a session whose node stopped; its running turn is lost", "session", sessionID, "turn", settled.ID)
+		e.turns.wake(turnKey(sessionID, settled.ID), settled)
+		e.wake(sessionID)
+	}
+	return ok, nil
+}
+
+// AcquireLease makes this node the Session's supervisor unless another
+// node holds an unexpired lease, without taking anything over; it returns
+// the holder.
+func (e *Engine) AcquireLease(ctx context.Context, sessionID string, ttl time.Duration) (string, error) {
+	var holder string
+	err := e.store.Update(ctx, func(tx store.Tx) error {
+		var err error
+		holder, _, err = tx.AcquireLease(ctx, sessionID, e.node, ttl)
+		return err
+	})
+	return holder, err
+}
+
+// RenewLeases extends this node's leases and returns their Sessions.
+func (e *Engine) RenewLeases(ctx context.Context, ttl time.Duration) ([]string, error) {
+	var ids []string
+	err := e.store.Update(ctx, func(tx store.Tx) error {
+		var err error
+		ids, err = tx.RenewLeases(ctx, e.node, ttl)
+		return err
+	})
+	return ids, err
+}
+
+// ReleaseLease ends this node's lease of the Session.
+func (e *Engine) ReleaseLease(ctx context.Context, sessionID string) error {
+	return e.store.Update(ctx, func(tx store.Tx) error { return tx.ReleaseLease(ctx, sessionID, e.node) })
+}
+
+// Leases returns the unexpired leases: node ID by Session ID.
+func (e *Engine) Leases(ctx context.Context) (map[string]string, error) {
+	var m map[string]string
+	err := e.store.View(ctx, func(tx store.Tx) error {
+		var err error
+		m, err = tx.Leases(ctx)
+		return err
+	})
+	return m, err
+}
+
+// UnleasedWork returns up to limit Sessions with queued or running Turns
+// that no node supervises (their node stopped, or it never took them).
+func (e *Engine) UnleasedWork(ctx context.Context, limit int) ([]string, error) {
+	var ids []string
+	err := e.store.View(ctx, func(tx store.Tx) error {
+		var err error
+		ids, err = tx.UnleasedWork(ctx, limit)
+		return err
+	})
+	return ids, err
+}
+
+// Remote applies a change another node committed: the Session's event
+// streams and watchers wake, and waiters of a Turn that settled get its
+// state.
+func (e *Engine) Remote(ctx context.Context, n store.Notice) {
+	if n.Kind == store.NoticeCommand {
+		e.wake(commandKey(n.CommandID))
+		return
+	}
+	e.wake(n.SessionID)
+	switch n.Kind {
+	case helmrtype.EventTurnCompleted, helmrtype.EventTurnFailed, helmrtype.EventTurnInterrupted, helmrtype.EventTurnCancelled:
+		e.wakeSettled(ctx, n.SessionID, n.TurnID)
+	}
+}
+
+// wakeSettled wakes the waiters of a Turn if it settled.
+func (e *Engine) wakeSettled(ctx context.Context, sessionID, turnID string) {
+	key := turnKey(sessionID, turnID)
+	if !e.turns.watched(key) {
+		return
+	}
+	t, err := e.GetTurn(ctx, sessionID, turnID)
+	if err == nil && helmrtype.TurnTerminal(t.Status) {
+		e.turns.wake(key, t)
+	}
+}
+
+// Resync wakes every watcher, after notices from other nodes may have been
+// missed (the store's connection was lost): streams read again, and Turn
+// waiters get the state of Turns that settled.
+func (e *Engine) Resync(ctx context.Context) {
+	for _, id := range e.hub.keys() {
+		e.wake(id)
+	}
+	for _, key := range e.turns.keys() {
+		sid, tid, _ := strings.Cut(key, "\x00")
+		e.wakeSettled(ctx, sid, tid)
+	}
+}
+
+// PutBinary keeps a Deployment's binary in the store, for the nodes that
+// did not receive it.
+func (e *Engine) PutBinary(ctx context.Context, digest string, data []byte) error {
+	return e.store.Update(ctx, func(tx store.Tx) error { return tx.PutBinary(ctx, digest, data) })
+}
+
+// GetBinary returns a Deployment's binary kept in the store.
+func (e *Engine) GetBinary(ctx context.Context, digest string) ([]byte, error) {
+	var b []byte
+	err := e.store.View(ctx, func(tx store.Tx) error {
+		var err error
+		b, err = tx.GetBinary(ctx, digest)
+		return err
+	})
+	return b, err
+}
+
+// turnKey names a Turn's watchers.
+func turnKey(sessionID, turnID string) string { return sessionID + "\x00" + turnID }

@@ -1,0 +1,251 @@
+package supervisor
+
+import (
+	"context"
+	"time"
+
+	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/engine"
+	"github.com/helmr-go/helmr/internal/protocol"
+	"github.com/helmr-go/helmr/internal/store"
+)
+
+// Several control-plane nodes on one database (the engine has a node ID).
+// A node launches a Session's process only under the Session's lease
+// (engine.TakeOver), renews its leases every LeaseTTL/3, and releases a
+// lease when the process ends. Work committed by other nodes arrives as
+// notices (Notice); Sessions with work and no live lease (their node died,
+// or never took them) are found by a sweep on the same tick and taken over.
+
+// DefaultLeaseTTL is the default of Options.LeaseTTL.
+const DefaultLeaseTTL = 15 * time.Second
+
+// sweepLimit bounds the Sessions one sweep takes over.
+const sweepLimit = 100
+
+// clustered reports whether this supervisor shares its database with other
+// nodes.
+func (s *Supervisor) clustered() bool { return s.eng.Node() != "" }
+
+// takeOver acquires the Session's lease before its process launches; false
+// when another node supervises it (or the store failed: the sweep retries).
+func (s *Supervisor) takeOver(ctx context.Context, sessionID string) bool {
+	if !s.clustered() {
+		return true
+	}
+	s.waitReleased(sessionID)
+	ok, err := s.eng.TakeOver(ctx, sessionID, s.opts.LeaseTTL)
+	if err != nil && ctx.Err() == nil {
+		s.log.Error("take the session's lease", "session", sessionID, "err", err)
+	}
+	return ok && err == nil
+}
+
+// waitReleased waits for a release of the Session's lease in flight, so
+// that a launch never takes the lease just before an older release drops it.
+func (s *Supervisor) waitReleased(sessionID string) {
+	s.mu.Lock()
+	ch := s.releasing[sessionID]
+	s.mu.Unlock()
+	if ch != nil {
+		<-ch
+	}
+}
+
+// release gives the Session's lease up once it has no process here, then
+// looks for work that arrived meanwhile: another node that admitted it saw
+// the lease held and left it to this one.
+func (s *Supervisor) release(sessionID string) {
+	if !s.clustered() {
+		return
+	}
+	s.mu.Lock()
+	if _, ok := s.procs[sessionID]; ok || s.releasing[sessionID] != nil || s.detaching {
+		s.mu.Unlock()
+		return
+	}
+	ch := make(chan struct{})
+	s.releasing[sessionID] = ch
+	s.mu.Unlock()
+	err := s.eng.ReleaseLease(context.Background(), sessionID)
+	s.mu.Lock()
+	delete(s.releasing, sessionID)
+	close(ch)
+	s.mu.Unlock()
+	if err != nil {
+		s.log.Warn("release the session's lease; it expires by itself", "session", sessionID, "err", err)
+		return
+	}
+	if ok, err := s.eng.CanStart(context.Background(), sessionID); err == nil && ok {
+		s.SessionWork(sessionID)
+	}
+}
+
+// keepLeases renews this node's leases and sweeps for Sessions to take
+// over, every LeaseTTL/3, until ctx ends. It runs until the supervisor has
+// stopped its processes, so that their leases hold meanwhile.
+func (s *Supervisor) keepLeases(ctx context.Context) {
+	defer close(s.leasesDone)
+	t := time.NewTicker(s.opts.LeaseTTL / 3)
+	defer t.Stop()
+	for {
+		s.renew(ctx)
+		if !s.isClosing() {
+			s.sweep(ctx)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// endLeases stops the lease keeper. Leases of processes left running (a
+// detach) expire unless this node starts again in time to renew them.
+func (s *Supervisor) endLeases() {
+	if s.stopLeases != nil {
+		s.stopLeases()
+		<-s.leasesDone
+		s.stopLeases = nil
+	}
+}
+
+// renew extends this node's leases. A process whose lease another node
+// took (this node was cut off longer than the TTL) is ended without
+// touching its Session: the other node has settled what it ran.
+func (s *Supervisor) renew(ctx context.Context) {
+	held, err := s.eng.RenewLeases(ctx, s.opts.LeaseTTL)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Error("renew session leases", "err", err)
+		}
+		return
+	}
+	have := make(map[string]bool, len(held))
+	for _, id := range held {
+		have[id] = true
+	}
+	s.mu.Lock()
+	var missing []*proc
+	for id, p := range s.procs {
+		if !have[id] {
+			missing = append(missing, p)
+		}
+	}
+	var idle []string // leases without a process here (from before a restart)
+	for _, id := range held {
+		if _, ok := s.procs[id]; !ok && s.releasing[id] == nil {
+			idle = append(idle, id)
+		}
+	}
+	s.mu.Unlock()
+	for _, id := range idle {
+		s.release(id)
+	}
+	for _, p := range missing {
+		p.mu.Lock()
+		leased := p.leased
+		p.mu.Unlock()
+		if !leased {
+			continue // its launch takes the lease over first
+		}
+		holder, err := s.eng.AcquireLease(ctx, p.sessionID, s.opts.LeaseTTL)
+		if err != nil || holder == s.eng.Node() {
+			continue
+		}
+		s.log.Warn("another node took the session over; ending its process here", "session", p.sessionID, "node", holder)
+		p.mu.Lock()
+		p.lost = true
+		p.mu.Unlock()
+		p.kill()
+	}
+}
+
+// sweep takes over Sessions with work that no node supervises.
+func (s *Supervisor) sweep(ctx context.Context) {
+	ids, err := s.eng.UnleasedWork(ctx, sweepLimit)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Error("look for sessions without a node", "err", err)
+		}
+		return
+	}
+	for _, id := range ids {
+		if s.get(id) == nil {
+			s.SessionWork(id)
+		}
+	}
+}
+
+// Notice applies a change another node committed to the Session's process
+// here, if this node runs it: new work, a message, an interrupt, a wait's
+// outcome, the Session's close.
+func (s *Supervisor) Notice(n store.Notice) {
+	if n.SessionID == "" {
+		return
+	}
+	p := s.get(n.SessionID)
+	if p == nil {
+		return
+	}
+	switch n.Kind {
+	case helmrtype.EventTurnQueued, helmrtype.EventSessionResume:
+		s.dispatch(p)
+	case helmrtype.EventMessageAdmitted:
+		s.TurnMessage(n.SessionID, n.TurnID)
+	case engine.NoticeTurnInterrupt:
+		s.TurnInterrupt(n.SessionID, n.TurnID)
+	case helmrtype.EventSessionInterrupt, helmrtype.EventSessionCancel, helmrtype.EventTurnCancelled:
+		p.mu.Lock()
+		running := p.running
+		p.mu.Unlock()
+		if running != "" && running != "-" && (n.TurnID == "" || n.TurnID == running) {
+			s.cancelTurn(p, running, protocol.ReasonInterrupted)
+		}
+	case helmrtype.EventWaitResolved:
+		s.resumeWaits(p)
+	case helmrtype.EventSessionClosed:
+		s.SessionClosed(n.SessionID)
+	}
+}
+
+// resumeWaits hands the process the outcomes of its waits that ended.
+func (s *Supervisor) resumeWaits(p *proc) {
+	p.mu.Lock()
+	turn := p.running
+	ids := make([]string, 0, len(p.waits))
+	for id := range p.waits {
+		ids = append(ids, id)
+	}
+	p.mu.Unlock()
+	for _, id := range ids {
+		if o, err := s.eng.ResumeWait(s.ctx, p.sessionID, id); err == nil && o != nil {
+			s.WaitResolved(p.sessionID, turn, id, o)
+		}
+	}
+}
+
+// Resync catches up after notices from other nodes may have been missed:
+// every process here looks for work, messages and wait outcomes again.
+func (s *Supervisor) Resync() {
+	s.mu.Lock()
+	procs := make([]*proc, 0, len(s.procs))
+	for _, p := range s.procs {
+		procs = append(procs, p)
+	}
+	s.mu.Unlock()
+	for _, p := range procs {
+		p.mu.Lock()
+		running := p.running
+		p.mu.Unlock()
+		if running == "" {
+			s.dispatch(p)
+			continue
+		}
+		if running != "-" {
+			s.TurnMessage(p.sessionID, running)
+			s.resumeWaits(p)
+		}
+	}
+}
