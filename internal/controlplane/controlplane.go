@@ -43,6 +43,11 @@ type Config struct {
 	NodeID string
 	// LeaseTTL: see supervisor.Options.
 	LeaseTTL time.Duration
+	// ComputersDir keeps the Computers' durable files (/workspace, /tmp);
+	// default DataDir/computers. Nodes that share it (one machine, or a
+	// shared filesystem) keep a Computer's files when a Session moves
+	// between them.
+	ComputersDir string
 	// Synchronous is the SQLite synchronous mode: FULL (default) or NORMAL.
 	Synchronous string
 	// Launcher starts session processes; default runs them in sandboxed
@@ -247,7 +252,10 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	cp.Engine = engine.New(st, engine.Options{Clock: cfg.Clock, Logger: cfg.Logger, PublicURL: cfg.PublicURL, NodeID: cfg.NodeID})
 	l := cfg.Launcher
 	if l == nil {
-		dir := filepath.Join(cfg.DataDir, "computers")
+		dir := cfg.ComputersDir
+		if dir == "" {
+			dir = filepath.Join(cfg.DataDir, "computers")
+		}
 		prov, err := local.New(local.Options{Dir: dir, Logger: cfg.Logger, Unsafe: cfg.UnsafeNoSandbox,
 			CgroupName: "helmr-" + dataDirID(cfg.DataDir)})
 		if err != nil {

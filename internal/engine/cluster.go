@@ -20,6 +20,10 @@ import (
 // a Turn to interrupt it (an interrupt without a hold appends no event).
 const NoticeTurnInterrupt = "turn.interrupt"
 
+// NoticeCommandCancel is the Kind of the notice that asks the node running
+// a Command to cancel it.
+const NoticeCommandCancel = "command.cancel"
+
 // lostOnNode is why a Turn that ran on a node that stopped is interrupted.
 const lostOnNode = "the control-plane node that supervised the session stopped while the turn ran; it is not replayed"
 
@@ -137,8 +141,12 @@ func (e *Engine) UnleasedWork(ctx context.Context, limit int) ([]string, error) 
 // streams and watchers wake, and waiters of a Turn that settled get its
 // state.
 func (e *Engine) Remote(ctx context.Context, n store.Notice) {
-	if n.Kind == store.NoticeCommand {
+	switch n.Kind {
+	case store.NoticeCommand:
 		e.wake(commandKey(n.CommandID))
+		return
+	case NoticeCommandCancel:
+		e.commandRunner().CancelCommand(n.CommandID)
 		return
 	}
 	e.wake(n.SessionID)

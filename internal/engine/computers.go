@@ -469,6 +469,15 @@ func (e *Engine) CancelCommand(ctx context.Context, id string) (*helmrtype.Comma
 	}
 	if !helmrtype.CommandTerminal(c.Status) {
 		e.commandRunner().CancelCommand(id)
+		if e.node != "" {
+			// The node that runs it may be another one.
+			err := e.store.Update(ctx, func(tx store.Tx) error {
+				return tx.Announce(ctx, store.Notice{Kind: NoticeCommandCancel, CommandID: id})
+			})
+			if err != nil {
+				return nil, err
+			}
+		}
 	}
 	return c, nil
 }

@@ -16,7 +16,7 @@ type Launch struct {
 	Binary  string
 	// Digest is the binary's digest ("sha256:…").
 	Digest string
-	Agent   helmrtype.AgentManifest
+	Agent  helmrtype.AgentManifest
 	// Template is the Agent's Template: the Computer's image and resources.
 	Template helmrtype.TemplateManifest
 	Recovery string

@@ -146,9 +146,10 @@ type Tx interface {
 	ReleaseLease(ctx context.Context, sessionID, nodeID string) error
 	// Leases returns the unexpired leases: node ID by Session ID.
 	Leases(ctx context.Context) (map[string]string, error)
-	// Announce tells the other nodes about a change of the Session that
-	// appends no event (Kind names it), when the transaction commits. A
-	// store that serves one node does nothing.
+	// Announce tells the other nodes, when the transaction commits, about
+	// a change that appends no event: of a Session, or of a Command when
+	// n names one; Kind names it. A store that serves one node does
+	// nothing.
 	Announce(ctx context.Context, n Notice) error
 	// UnleasedWork returns up to limit Sessions that have queued or running
 	// Turns and no unexpired lease, by Session ID.

@@ -43,6 +43,8 @@ type Options struct {
 	// controlplane.Config).
 	NodeID   string
 	LeaseTTL time.Duration
+	// ComputersDir: see controlplane.Config.
+	ComputersDir string
 }
 
 // logger returns the command's structured logger on w.
@@ -91,7 +93,8 @@ func Start(ctx context.Context, o *Options, logw io.Writer) (*Running, error) {
 	}
 	cp, err := controlplane.Open(ctx, controlplane.Config{DataDir: o.DataDir, Database: o.Database, Synchronous: o.Synchronous, Logger: log,
 		ReconnectWindow: o.ReconnectWindow, ReattachWindow: o.ReattachWindow, PublicURL: o.PublicURL,
-		MinFreeBytes: o.MinFreeBytes, UnsafeNoSandbox: o.UnsafeNoSandbox, NodeID: o.NodeID, LeaseTTL: o.LeaseTTL})
+		MinFreeBytes: o.MinFreeBytes, UnsafeNoSandbox: o.UnsafeNoSandbox, NodeID: o.NodeID, LeaseTTL: o.LeaseTTL,
+		ComputersDir: o.ComputersDir})
 	if err != nil {
 		return nil, err
 	}

@@ -73,6 +73,7 @@ func ServerCommand() *cobra.Command {
 	f.StringVar(&keyFile, "api-key-file", "", "keep the local API key in this file (mode 0600) instead of printing it once")
 	f.StringVar(&o.Database, "database", "", "database URL: sqlite:PATH (default sqlite in --data-dir) or postgres://… which several nodes may share (env HELMR_DATABASE_URL)")
 	f.StringVar(&o.NodeID, "node-id", "", "this node's ID among nodes sharing a PostgreSQL database (default: one made at the first start, kept in DATA_DIR/node-id)")
+	f.StringVar(&o.ComputersDir, "computers-dir", "", "where Computers keep their durable files (default DATA_DIR/computers); nodes sharing it keep a Session's /workspace when it moves between them")
 	f.DurationVar(&o.LeaseTTL, "lease-ttl", supervisor.DefaultLeaseTTL, "with several nodes: how long a node's Sessions wait after it stops renewing before another node takes them over")
 	f.StringVar(&o.Synchronous, "sqlite-synchronous", "FULL", "SQLite durability: FULL (fsync every commit) or NORMAL")
 	f.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn, error")

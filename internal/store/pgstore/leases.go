@@ -106,10 +106,16 @@ func (t *tx) GetBinary(ctx context.Context, digest string) ([]byte, error) {
 	return b, err
 }
 
-// Announce sends a notice in the form of an event's (see ParseNotice).
+// Announce sends a notice in the form of an event's, or of a Command's
+// when it names one (see ParseNotice).
 func (t *tx) Announce(ctx context.Context, n store.Notice) error {
 	if err := t.write(); err != nil {
 		return err
+	}
+	if n.CommandID != "" {
+		_, err := t.q.Exec(ctx, `SELECT pg_notify('`+channel+`', 'c|' || coalesce(current_setting('helmr.node', true), '') || '|' || $1 || '|' || $2)`,
+			n.CommandID, n.Kind)
+		return mapErr(err)
 	}
 	_, err := t.q.Exec(ctx, `SELECT pg_notify('`+channel+`', 'e|' || coalesce(current_setting('helmr.node', true), '') || '|' || $1 || '|' || $2 || '|' || $3)`,
 		n.SessionID, n.Kind, n.TurnID)

@@ -97,6 +97,8 @@ func TestParseNotice(t *testing.T) {
 		{"e|n|s|turn.queued|t", store.Notice{Node: "n", SessionID: "s", Kind: "turn.queued", TurnID: "t"}, true},
 		{"e||s|turn.queued|", store.Notice{SessionID: "s", Kind: "turn.queued"}, true},
 		{"c|n|cmd", store.Notice{Node: "n", Kind: store.NoticeCommand, CommandID: "cmd"}, true},
+		{"c|n|cmd|command.cancel", store.Notice{Node: "n", Kind: "command.cancel", CommandID: "cmd"}, true},
+		{"c|n|cmd|", store.Notice{}, false},
 		{"e|n||k|t", store.Notice{}, false},
 		{"c|n|", store.Notice{}, false},
 		{"x|n|s", store.Notice{}, false},
