@@ -464,3 +464,63 @@ func leasesByNode(t *testing.T, db string) map[string]int {
 	rows.Close()
 	return out
 }
+
+// TestRequestsThroughAnotherNode: two nodes on one database; every kind of
+// request sent to the node that does not run the Session's process takes
+// effect there at once: a Turn enqueued, a message, an interrupt without a
+// hold, a Token completed, a question answered, a Turn waited for.
+func TestRequestsThroughAnotherNode(t *testing.T) {
+	db := pgtest.URL(t)
+	a := startPlaneWith(t, "", "127.0.0.1:0", db)
+	b := startPlaneWith(t, "", "127.0.0.1:0", db)
+	if a.cp.NodeID() == "" || a.cp.NodeID() == b.cp.NodeID() {
+		t.Fatalf("node IDs %q and %q", a.cp.NodeID(), b.cp.NodeID())
+	}
+
+	// A Turn enqueued through b runs on a's process, waited for on b.
+	r := a.create("slow", text("quick"))
+	first := completedResult[map[string]int](t, a.wait(r.Session.ID, r.Turn.ID))
+	var ts helmrtype.TurnState
+	b.must("POST", "/v1/sessions/"+r.Session.ID+"/turns", map[string]any{"input": text("quick")}, &ts)
+	if got := completedResult[map[string]int](t, b.wait(r.Session.ID, ts.ID)); got["pid"] != first["pid"] {
+		t.Errorf("the Turn enqueued through the other node ran in process %d, not the session's %d", got["pid"], first["pid"])
+	}
+
+	// An interrupt (no hold) through b cancels the Turn running on a.
+	s := a.create("slow", text("wait"))
+	for !a.hasOutput(s.Session.ID, "waiting") {
+		time.Sleep(10 * time.Millisecond)
+	}
+	b.must("POST", "/v1/sessions/"+s.Session.ID+"/turns/"+s.Turn.ID+"/interrupt", map[string]any{}, nil)
+	if o := b.wait(s.Session.ID, s.Turn.ID); o.Status != helmrtype.TurnInterrupted || !a.hasOutput(s.Session.ID, "cleanup ran") {
+		t.Errorf("interrupt through the other node: %+v", o)
+	}
+
+	// Messages through b reach the Turn running on a.
+	c := a.create("chat", text("hi"))
+	for !a.hasOutput(c.Session.ID, "listening") {
+		time.Sleep(10 * time.Millisecond)
+	}
+	b.send(c.Session.ID, c.Turn.ID, "m1")
+	b.send(c.Session.ID, c.Turn.ID, "done")
+	if got := completedResult[[]string](t, b.wait(c.Session.ID, c.Turn.ID)); fmt.Sprint(got) != "[m1]" {
+		t.Errorf("messages through the other node: %v", got)
+	}
+
+	// A Token completed and a question answered through b resolve the
+	// waits of processes on a.
+	tr := a.create("waiter", text("token - -"))
+	ti := tokenOf(t, a, tr.Session.ID)
+	ar := a.create("waiter", text("asktext"))
+	q := askOf(t, a, ar.Session.ID, ar.Turn.ID)
+	pid := sessionPID(t, a, tr.Session.ID)
+	b.must("POST", "/v1/tokens/"+ti.Token+"/complete", map[string]any{"data": 7}, nil)
+	b.must("POST", "/v1/sessions/"+ar.Session.ID+"/turns/"+ar.Turn.ID+"/asks/"+q.ID+"/respond",
+		map[string]any{"answer": "through b", "response_id": "b-1"}, nil)
+	if res := result(t, b.wait(tr.Session.ID, tr.Turn.ID)); string(res.Value) != "7" || !sameProcess(t, a, tr.Session.ID, pid, res.PID) {
+		t.Errorf("token through the other node: %+v (the process was %d)", res, pid)
+	}
+	if res := result(t, b.wait(ar.Session.ID, ar.Turn.ID)); string(res.Value) != `"through b"` {
+		t.Errorf("question through the other node: %+v", res)
+	}
+}
