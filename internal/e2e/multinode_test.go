@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -39,11 +40,13 @@ func startNodes(t *testing.T, db string, n int) *nodes {
 	t.Helper()
 	dir := t.TempDir()
 	c := &nodes{t: t, dead: make([]atomic.Bool, n)}
+	// One machine: the nodes share the Computers' files.
+	computers := filepath.Join(dir, "computers")
 	for i := range n {
 		d := filepath.Join(dir, fmt.Sprintf("node%d", i))
 		c.dirs = append(c.dirs, d)
 		s := startServer(t, d, "server", "--database", db,
-			"--lease-ttl", "2s", "--reconnect-window", "2s")
+			"--lease-ttl", "2s", "--reconnect-window", "2s", "--computers-dir", computers)
 		c.srv = append(c.srv, s)
 	}
 	c.key = c.srv[0].key
@@ -246,6 +249,13 @@ func TestMultiNode(t *testing.T) {
 		t.FailNow()
 	}
 	admitted.Add(echoSessions + chatSessions)
+	// A Session on node 0 writes a file in its /workspace; its process
+	// stays there, idle, until node 0 dies.
+	var fr helmrtype.SessionCreateReceipt
+	c.must(0, "POST", "/v1/sessions", map[string]any{"agent": "files", "input": text("write note kept")}, &fr)
+	if got := c.waitTurn(0, fr.Session.ID, fr.Turn.ID); got.Status != helmrtype.TurnCompleted {
+		t.Fatalf("files write: %+v", got)
+	}
 	// Wait until the first Turns run (their streams show turn.running).
 	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
 		n := 0
@@ -360,6 +370,15 @@ func TestMultiNode(t *testing.T) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
+	}
+
+	// The files Session had no work when node 0 died: a Turn enqueued
+	// through another node starts once node 0's lease expires, on a
+	// survivor, on the same Computer.
+	var rd helmrtype.TurnState
+	c.must(1, "POST", "/v1/sessions/"+fr.Session.ID+"/turns", map[string]any{"input": text("read note")}, &rd)
+	if got := c.waitTurn(1, fr.Session.ID, rd.ID); got.Status != helmrtype.TurnCompleted || string(got.Result) != `"kept"` {
+		t.Errorf("the file written on node 0, read after the takeover: %+v", got)
 	}
 
 	// The timelines: from a survivor, complete; no Turn ran twice; the
@@ -523,4 +542,141 @@ func TestRequestsThroughAnotherNode(t *testing.T) {
 	if res := result(t, b.wait(ar.Session.ID, ar.Turn.ID)); string(res.Value) != `"through b"` {
 		t.Errorf("question through the other node: %+v", res)
 	}
+}
+
+// waitTurn waits for a Turn through node prefer (or a live one).
+func (c *nodes) waitTurn(prefer int, sessionID, turnID string) helmrtype.TurnOutcome {
+	c.t.Helper()
+	for range 10 {
+		var r helmrtype.TimedTurnWaitResult
+		c.must(prefer, "GET", "/v1/sessions/"+sessionID+"/turns/"+turnID+"/wait?timeout=30s", nil, &r)
+		if r.Status == helmrtype.WaitSettled && r.Outcome != nil {
+			return *r.Outcome
+		}
+	}
+	c.t.Fatalf("turn %s did not settle", turnID)
+	return helmrtype.TurnOutcome{}
+}
+
+// TestNodeCutOffPastItsLease: a node that stops answering (SIGSTOP) for
+// longer than its lease TTL loses its Sessions to another node, which
+// settles their running Turns as lost and holds them; when the node comes
+// back it ends its processes there without touching the Sessions, and
+// starts nothing more for them. After a resume every Turn runs once.
+func TestNodeCutOffPastItsLease(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two control planes")
+	}
+	c := startNodes(t, pgtest.URL(t), 2)
+	b := agentBinary(t)
+	f, err := os.Open(b.Binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = helmrclient.New(c.srv[0].url, c.key).Deployments.Create(t.Context(), b.Manifest, f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const sessions = 6
+	ids := make([]string, sessions)
+	turns := map[string][]string{}
+	for i := range sessions {
+		var rec helmrtype.SessionCreateReceipt
+		c.must(0, "POST", "/v1/sessions", map[string]any{"agent": "echo", "input": text("sleep 1500ms")}, &rec)
+		ids[i] = rec.Session.ID
+		turns[rec.Session.ID] = []string{rec.Turn.ID}
+		for k := range 2 {
+			var ts helmrtype.TurnState
+			c.must(0, "POST", "/v1/sessions/"+rec.Session.ID+"/turns", map[string]any{"input": text(fmt.Sprintf("after %d", k))}, &ts)
+			turns[rec.Session.ID] = append(turns[rec.Session.ID], ts.ID)
+		}
+	}
+	for _, id := range ids {
+		for !hasKind(c, 1, id, helmrtype.EventTurnRunning) {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	// Node 0 stops for twice its lease TTL; node 1 takes its Sessions.
+	c.srv[0].cmd.Process.Signal(syscall.SIGSTOP)
+	c.dead[0].Store(true)
+	time.Sleep(4 * time.Second)
+	c.srv[0].cmd.Process.Signal(syscall.SIGCONT)
+	c.dead[0].Store(false)
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(c.srv[0].output(), "another node took the session over") {
+		if time.Now().After(deadline) {
+			t.Fatalf("node 0 did not notice it lost its sessions:\n%s", c.srv[0].output())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	lost, completed := 0, 0
+	for _, id := range ids {
+		resumed := false
+		for {
+			var page helmrtype.TurnPage
+			c.must(1, "GET", "/v1/sessions/"+id+"/turns", nil, &page)
+			open := 0
+			for _, tr := range page.Turns {
+				if !helmrtype.TurnTerminal(tr.Status) {
+					open++
+				}
+			}
+			if open == 0 {
+				for _, tr := range page.Turns {
+					switch {
+					case tr.Status == helmrtype.TurnCompleted:
+						completed++
+					case tr.Error != nil && tr.Error.Code == helmrtype.CodeExecutionLost && tr.Sequence == 1:
+						lost++
+					default:
+						t.Errorf("session %s turn %d: %s %+v", id, tr.Sequence, tr.Status, tr.Error)
+					}
+				}
+				break
+			}
+			var sv helmrtype.Session
+			c.must(1, "GET", "/v1/sessions/"+id, nil, &sv)
+			for _, h := range sv.Holds {
+				if h.Kind == helmrtype.HoldRecoveryGap && !resumed {
+					resumed = true
+					c.must(1, "POST", "/v1/sessions/"+id+"/resume", map[string]any{"hold_id": h.ID}, nil)
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("session %s did not settle: holds %+v\nnode 0:\n%s\nnode 1:\n%s", id, sv.Holds, c.srv[0].output(), c.srv[1].output())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		var page helmrtype.SessionEventPage
+		c.must(0, "GET", "/v1/sessions/"+id+"/events?limit=1000", nil, &page)
+		running := map[string]int{}
+		for _, ev := range page.Records {
+			if ev.Kind == helmrtype.EventTurnRunning && ev.TurnID != nil {
+				running[*ev.TurnID]++
+			}
+		}
+		for tid, n := range running {
+			if n > 1 {
+				t.Errorf("session %s: turn %s started %d times", id, tid, n)
+			}
+		}
+	}
+	if lost != sessions || completed != 2*sessions {
+		t.Errorf("%d turns lost and %d completed; want %d and %d", lost, completed, sessions, 2*sessions)
+	}
+	t.Logf("node 0 stopped past its lease: %d running turns lost to the takeover, %d later turns completed once each after resume", lost, completed)
+}
+
+// hasKind reports whether the Session's timeline (read through node i)
+// has an event of kind.
+func hasKind(c *nodes, i int, sessionID, kind string) bool {
+	var page helmrtype.SessionEventPage
+	c.must(i, "GET", "/v1/sessions/"+sessionID+"/events?limit=1000", nil, &page)
+	for _, ev := range page.Records {
+		if ev.Kind == kind {
+			return true
+		}
+	}
+	return false
 }

@@ -85,17 +85,31 @@ func (e *Engine) TakeOver(ctx context.Context, sessionID string, ttl time.Durati
 	return ok, nil
 }
 
-// AcquireLease makes this node the Session's supervisor unless another
-// node holds an unexpired lease, without taking anything over; it returns
-// the holder.
-func (e *Engine) AcquireLease(ctx context.Context, sessionID string, ttl time.Duration) (string, error) {
-	var holder string
-	err := e.store.Update(ctx, func(tx store.Tx) error {
-		var err error
-		holder, _, err = tx.AcquireLease(ctx, sessionID, e.node, ttl)
-		return err
+// Reclaim takes back the lease of a process this node launched before it
+// restarted (its record names launchID): ok is false when another node
+// took the Session over meanwhile (a takeover removes the record, and may
+// have let the lease go since), and the process must not be adopted.
+func (e *Engine) Reclaim(ctx context.Context, sessionID, launchID string, ttl time.Duration) (ok bool, err error) {
+	err = e.store.Update(ctx, func(tx store.Tx) error {
+		ok = false
+		holder, _, err := tx.AcquireLease(ctx, sessionID, e.node, ttl)
+		if err != nil || holder != e.node {
+			return err
+		}
+		p, err := tx.GetProcess(ctx, sessionID)
+		if errors.Is(err, store.ErrNotFound) {
+			return tx.ReleaseLease(ctx, sessionID, e.node)
+		}
+		if err != nil {
+			return err
+		}
+		if p.LaunchID != launchID {
+			return tx.ReleaseLease(ctx, sessionID, e.node)
+		}
+		ok = true
+		return nil
 	})
-	return holder, err
+	return ok, err
 }
 
 // RenewLeases extends this node's leases and returns their Sessions.

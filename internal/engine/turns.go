@@ -147,6 +147,15 @@ func (e *Engine) startableTx(ctx context.Context, tx store.Tx, sessionID string)
 // so withMessages false skips reading them.
 func (e *Engine) startTurnTx(ctx context.Context, tx store.Tx, t *store.Turn, withMessages bool) (*store.Turn, []store.Message, error) {
 	sessionID := t.SessionID
+	if e.node != "" {
+		// With several nodes, only the Session's supervisor starts its
+		// Turns: a node cut off past its lease (whose Session another node
+		// took over) starts nothing, even before it learns so.
+		holder, err := tx.LeaseHolder(ctx, sessionID)
+		if err != nil || holder != e.node {
+			return nil, nil, err
+		}
+	}
 	now := e.Now()
 	t.Status, t.StartedAt = helmrtype.TurnRunning, &now
 	if err := tx.UpdateTurn(ctx, t); err != nil {

@@ -144,6 +144,9 @@ type Tx interface {
 	// ReleaseLease ends nodeID's lease of the Session; it is not an error
 	// when nodeID holds none.
 	ReleaseLease(ctx context.Context, sessionID, nodeID string) error
+	// LeaseHolder returns the node whose lease of the Session is recorded,
+	// expired or not; "" when none.
+	LeaseHolder(ctx context.Context, sessionID string) (string, error)
 	// Leases returns the unexpired leases: node ID by Session ID.
 	Leases(ctx context.Context) (map[string]string, error)
 	// Announce tells the other nodes, when the transaction commits, about

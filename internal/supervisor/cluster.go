@@ -111,10 +111,13 @@ func (s *Supervisor) endLeases() {
 	}
 }
 
-// renew extends this node's leases. A process whose lease another node
-// took (this node was cut off longer than the TTL) is ended without
-// touching its Session: the other node has settled what it ran.
+// renew extends this node's leases. A process whose lease is no longer
+// this node's was taken over by another node (this one was cut off longer
+// than the TTL): it is ended without touching its Session, whose Turn the
+// other node settled. (A lease this node released is never missed: a
+// launch waits for the release before it takes the lease again.)
 func (s *Supervisor) renew(ctx context.Context) {
+	began := time.Now()
 	held, err := s.eng.RenewLeases(ctx, s.opts.LeaseTTL)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -145,20 +148,16 @@ func (s *Supervisor) renew(ctx context.Context) {
 	}
 	for _, p := range missing {
 		p.mu.Lock()
-		leased := p.leased
-		p.mu.Unlock()
-		if !leased {
-			continue // its launch takes the lease over first
+		leasedAt := p.leasedAt
+		if !leasedAt.IsZero() && leasedAt.Before(began) {
+			p.lost = true
 		}
-		holder, err := s.eng.AcquireLease(ctx, p.sessionID, s.opts.LeaseTTL)
-		if err != nil || holder == s.eng.Node() {
-			continue
-		}
-		s.log.Warn("another node took the session over; ending its process here", "session", p.sessionID, "node", holder)
-		p.mu.Lock()
-		p.lost = true
+		lost := p.lost
 		p.mu.Unlock()
-		p.kill()
+		if lost {
+			s.log.Warn("another node took the session over; ending its process here", "session", p.sessionID)
+			p.kill()
+		}
 	}
 }
 

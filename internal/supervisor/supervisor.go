@@ -152,9 +152,9 @@ type proc struct {
 	// lost: another node took the Session over; the process is ended
 	// without touching the Session.
 	lost bool
-	// leased: this node holds the Session's lease for the process (set
-	// once the launch took it over, or the adoption confirmed it).
-	leased bool
+	// leasedAt is when this node had the Session's lease for the process
+	// (its launch took it over, or its adoption confirmed it); zero before.
+	leasedAt time.Time
 	// While a start is in flight (running is "-"), interrupts and messages
 	// for the Turn being started wait here; started applies them.
 	pendingCancel map[string]string
@@ -299,7 +299,7 @@ func (s *Supervisor) start(p *proc, token string) {
 		return
 	}
 	p.mu.Lock()
-	p.leased = true
+	p.leasedAt = time.Now()
 	p.mu.Unlock()
 	var bin string
 	l, err := s.eng.PrepareLaunch(ctx, p.sessionID, false)
@@ -1038,17 +1038,17 @@ func (s *Supervisor) Recover(ctx context.Context) error {
 		}
 		if s.clustered() {
 			// Still this node's only if no other node took it over meanwhile.
-			holder, err := s.eng.AcquireLease(ctx, r.SessionID, s.opts.LeaseTTL)
+			ok, err := s.eng.Reclaim(ctx, r.SessionID, r.LaunchID, s.opts.LeaseTTL)
 			if err != nil {
 				return err
 			}
-			if holder != s.eng.Node() {
-				s.log.Warn("another node took the session over; ending its process here", "session", r.SessionID, "node", holder)
+			if !ok {
+				s.log.Warn("another node took the session over; ending its process here", "session", r.SessionID)
 				ap.Kill()
 				continue
 			}
 		}
-		p := &proc{sessionID: r.SessionID, tokenHash: r.TokenHash, launchID: r.LaunchID, process: ap, state: stateReattaching, leased: true}
+		p := &proc{sessionID: r.SessionID, tokenHash: r.TokenHash, launchID: r.LaunchID, process: ap, state: stateReattaching, leasedAt: time.Now()}
 		live[r.SessionID] = true
 		adopted = append(adopted, p)
 	}

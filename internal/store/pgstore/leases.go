@@ -57,6 +57,15 @@ func (t *tx) ReleaseLease(ctx context.Context, sessionID, nodeID string) error {
 	return t.exec(ctx, "", `DELETE FROM session_leases WHERE session_id = $1 AND node_id = $2`, sessionID, nodeID)
 }
 
+func (t *tx) LeaseHolder(ctx context.Context, sessionID string) (string, error) {
+	var n string
+	err := t.one(ctx, `SELECT node_id FROM session_leases WHERE session_id = $1`, []any{sessionID}, &n)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", nil
+	}
+	return n, err
+}
+
 func (t *tx) Leases(ctx context.Context) (map[string]string, error) {
 	rows, err := t.q.Query(ctx, `SELECT session_id, node_id FROM session_leases WHERE expires_at > now()`)
 	if err != nil {

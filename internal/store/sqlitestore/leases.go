@@ -46,6 +46,15 @@ func (t *tx) ReleaseLease(ctx context.Context, sessionID, nodeID string) error {
 	return t.exec(ctx, `DELETE FROM session_leases WHERE session_id = ? AND node_id = ?`, sessionID, nodeID)
 }
 
+func (t *tx) LeaseHolder(ctx context.Context, sessionID string) (string, error) {
+	var n string
+	err := t.one(ctx, `SELECT node_id FROM session_leases WHERE session_id = ?`, []any{sessionID}, &n)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", nil
+	}
+	return n, err
+}
+
 func (t *tx) Leases(ctx context.Context) (map[string]string, error) {
 	rows, err := t.q.query(ctx, `SELECT session_id, node_id FROM session_leases WHERE expires_at > ?`, micros(time.Now()))
 	if err != nil {

@@ -3127,6 +3127,15 @@ func testLeases(t *testing.T, s store.Store) {
 		return nil
 	})
 	check(t, "Leases after releases", leases(), map[string]string{"ses-1": "node-a", "ses-2": "node-b"})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		for sid, want := range map[string]string{"ses-1": "node-a", "ses-2": "node-b", "ses-3": "", "ses-9": ""} {
+			got, err := tx.LeaseHolder(ctx, sid)
+			if err != nil || got != want {
+				t.Errorf("LeaseHolder(%s) = %q, %v; want %q", sid, got, err, want)
+			}
+		}
+		return nil
+	})
 
 	// An expired lease is not listed, and another node takes it over.
 	acquire("ses-4", "node-a", time.Millisecond)
@@ -3134,6 +3143,12 @@ func testLeases(t *testing.T, s store.Store) {
 	if _, ok := leases()["ses-4"]; ok {
 		t.Errorf("an expired lease is listed")
 	}
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		if got, err := tx.LeaseHolder(ctx, "ses-4"); err != nil || got != "node-a" {
+			t.Errorf("LeaseHolder of an expired lease = %q, %v; want its node", got, err)
+		}
+		return nil
+	})
 	if h, fresh := acquire("ses-4", "node-b", long); h != "node-b" || !fresh {
 		t.Errorf("AcquireLease of an expired lease = %q, %v; want node-b, fresh", h, fresh)
 	}
