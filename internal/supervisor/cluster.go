@@ -228,13 +228,7 @@ func (s *Supervisor) resumeWaits(p *proc) {
 // Resync catches up after notices from other nodes may have been missed:
 // every process here looks for work, messages and wait outcomes again.
 func (s *Supervisor) Resync() {
-	s.mu.Lock()
-	procs := make([]*proc, 0, len(s.procs))
-	for _, p := range s.procs {
-		procs = append(procs, p)
-	}
-	s.mu.Unlock()
-	for _, p := range procs {
+	for _, p := range s.snapshot() {
 		p.mu.Lock()
 		running := p.running
 		p.mu.Unlock()

@@ -282,6 +282,17 @@ func (s *Supervisor) TurnInterrupt(sessionID, turnID string) {
 	}
 }
 
+// snapshot returns the processes this supervisor runs now.
+func (s *Supervisor) snapshot() []*proc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	procs := make([]*proc, 0, len(s.procs))
+	for _, p := range s.procs {
+		procs = append(procs, p)
+	}
+	return procs
+}
+
 func (s *Supervisor) get(sessionID string) *proc {
 	s.mu.Lock()
 	defer s.mu.Unlock()

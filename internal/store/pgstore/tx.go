@@ -368,14 +368,7 @@ func (t *tx) ListSessions(ctx context.Context, f store.SessionFilter) ([]store.S
 
 func (t *tx) SessionsWithWork(ctx context.Context) ([]string, error) {
 	rows, err := t.q.Query(ctx, `SELECT DISTINCT session_id FROM turns WHERE status IN ('queued', 'running') ORDER BY session_id`)
-	if err != nil {
-		return nil, err
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if len(out) == 0 {
-		out = nil
-	}
-	return out, err
+	return collectStrings(rows, err)
 }
 
 const turnCols = `id, session_id, sequence, status, input, source, created_at, started_at, terminal_at,
