@@ -234,7 +234,7 @@ func TestMultiNode(t *testing.T) {
 		lwg.Add(1)
 		go func() {
 			defer lwg.Done()
-			echo[i] = create(i, "echo", "sleep 1500ms")
+			echo[i] = create(i, "echo", "sleep 3s")
 		}()
 	}
 	for i := range chatSessions {
@@ -583,7 +583,7 @@ func TestNodeCutOffPastItsLease(t *testing.T) {
 	turns := map[string][]string{}
 	for i := range sessions {
 		var rec helmrtype.SessionCreateReceipt
-		c.must(0, "POST", "/v1/sessions", map[string]any{"agent": "echo", "input": text("sleep 1500ms")}, &rec)
+		c.must(0, "POST", "/v1/sessions", map[string]any{"agent": "echo", "input": text("sleep 30s")}, &rec)
 		ids[i] = rec.Session.ID
 		turns[rec.Session.ID] = []string{rec.Turn.ID}
 		for k := range 2 {
