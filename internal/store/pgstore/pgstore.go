@@ -154,18 +154,16 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	ptx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted, AccessMode: pgx.ReadWrite})
+	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("pgstore: begin: %w", err)
 	}
-	t := &tx{q: ptx, locked: map[string]bool{}, seqs: map[string]int64{}}
+	t := newTx(c.Conn(), false)
+	defer s.release(ctx, c, t)
 	if err := runFn(fn, t); err != nil {
-		if rerr := ptx.Rollback(context.WithoutCancel(ctx)); rerr != nil && !errors.Is(rerr, pgx.ErrTxClosed) {
-			s.log.Warn("rollback", "err", rerr)
-		}
 		return err
 	}
-	if err := ptx.Commit(context.WithoutCancel(ctx)); err != nil {
+	if err := t.commit(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("pgstore: commit: %w", err)
 	}
 	return nil
@@ -175,12 +173,23 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 // fn sees the same snapshot. Writes are refused before they reach the
 // server, so the transaction stays usable after one.
 func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
-	ptx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("pgstore: begin read: %w", err)
 	}
-	defer ptx.Rollback(context.WithoutCancel(ctx))
-	return runFn(fn, &tx{q: ptx, readOnly: true})
+	t := newTx(c.Conn(), true)
+	defer s.release(ctx, c, t)
+	return runFn(fn, t)
+}
+
+// release ends what is left of t's transaction (a rollback, unless it
+// committed or never began) and returns its connection to the pool, which
+// drops a connection left in a transaction.
+func (s *Store) release(ctx context.Context, c *pgxpool.Conn, t *tx) {
+	if err := t.end(context.WithoutCancel(ctx)); err != nil {
+		s.log.Warn("rollback", "err", err)
+	}
+	c.Release()
 }
 
 func runFn(fn func(store.Tx) error, t store.Tx) (err error) {

@@ -379,3 +379,41 @@ func TestTokenKeyGetOrCreateSerializes(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestQueuedWriteFailure: a queued write that fails is reported by the next
+// call and by the commit, and the Update stores nothing.
+func TestQueuedWriteFailure(t *testing.T) {
+	s := openAt(t, pgtest.URL(t))
+	defer s.Close()
+	ctx := t.Context()
+	err := s.Update(ctx, func(stx store.Tx) error {
+		if err := stx.PutMeta(ctx, "a", "1"); err != nil {
+			t.Fatalf("PutMeta: %v", err)
+		}
+		// A NULL key violates the primary key's NOT NULL.
+		if err := stx.(*tx).exec(ctx, "", `INSERT INTO meta(key, value) VALUES (NULL, 'x')`); err != nil {
+			t.Fatalf("queued write refused early: %v", err)
+		}
+		if _, err := stx.GetMeta(ctx, "a"); err == nil || errors.Is(err, store.ErrNotFound) {
+			t.Errorf("GetMeta after a failed queued write = %v, want its error", err)
+		}
+		if err := stx.PutMeta(ctx, "b", "2"); err == nil {
+			t.Errorf("PutMeta in a failed transaction succeeded")
+		}
+		return nil
+	})
+	if err == nil {
+		t.Fatal("Update with a failed queued write succeeded")
+	}
+	err = s.View(ctx, func(stx store.Tx) error {
+		_, err := stx.GetMeta(ctx, "a")
+		return err
+	})
+	if !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetMeta(a) after the failed Update = %v, want ErrNotFound", err)
+	}
+	// The store still takes writes afterwards.
+	if err := s.Update(ctx, func(stx store.Tx) error { return stx.PutMeta(ctx, "a", "3") }); err != nil {
+		t.Errorf("Update after a failed one: %v", err)
+	}
+}

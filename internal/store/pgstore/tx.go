@@ -1,13 +1,16 @@
 package pgstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/helmr-go/helmr/internal/store"
 )
@@ -37,61 +40,257 @@ var errReadOnly = errors.New("pgstore: write in a read-only transaction")
 // Update that names two Sessions may deadlock with one naming them in the
 // other order; PostgreSQL then aborts one of them, whose Update fails.
 // Views take no locks.
+//
+// Round trips: on a local server a transaction's cost is mostly its round
+// trips, so a tx sends as few as it can, in pipelined batches (pgx.Batch,
+// one Sync each). BEGIN goes out with the first statement; a Session lock
+// goes out with the statement that follows it, together with a read of the
+// Session's last event sequence (so that AppendEvent needs no read of its
+// own); and writes whose only outcome is an error (exec: updates, upserts,
+// appended events) are queued and go out ahead of the next statement, or
+// with COMMIT. The error of a queued write is reported by the next call
+// and by the commit: PostgreSQL has then aborted the transaction, and
+// every later call reports it too. A transaction that sent nothing needs
+// no round trip at all.
 type tx struct {
-	q        pgx.Tx
+	conn     *pgx.Conn
+	q        txConn
 	readOnly bool
-	// locked holds the lock keys this (write) transaction holds.
+	// begin opens the transaction; it is cleared once sent.
+	begin string
+	// queued holds locks and writes that go out ahead of the next
+	// statement, in its batch.
+	queued []queued
+	// failed is the error of a queued lock or write, or of BEGIN: the
+	// server has aborted the transaction.
+	failed error
+	// locked holds the lock keys this (write) transaction holds or has
+	// queued.
 	locked map[string]bool
 	// seqs holds the last event sequence of locked Sessions that this
 	// transaction has read or assigned.
 	seqs map[string]int64
 }
 
-const lockSQL = `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`
+// queued is a lock (lock set) or a write waiting to be sent.
+type queued struct {
+	lock string
+	sql  string
+	args []any
+}
+
+const (
+	beginUpdate = `begin isolation level read committed read write`
+	beginView   = `begin isolation level repeatable read read only`
+	lockSQL     = `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`
+	lastSeqSQL  = `SELECT COALESCE(MAX(sequence), 0) FROM events WHERE session_id = $1`
+)
+
+// newTx returns a tx on conn, whose transaction has not begun yet.
+func newTx(conn *pgx.Conn, readOnly bool) *tx {
+	t := &tx{conn: conn, readOnly: readOnly, begin: beginUpdate}
+	if readOnly {
+		t.begin = beginView
+	} else {
+		t.locked, t.seqs = map[string]bool{}, map[string]int64{}
+	}
+	t.q = txConn{t}
+	return t
+}
+
+// sessionKeyLockPrefix starts the lock keys that are not Session IDs.
+const sessionKeyLockPrefix = "session-key\n"
 
 // sessionKeyLock is the lock key of a Session's agent and key, taken by
 // GetSessionByKey and InsertSession so that concurrent creates with one key
 // see each other.
-func sessionKeyLock(agent, key string) string { return "session-key\n" + agent + "\n" + key }
+func sessionKeyLock(agent, key string) string { return sessionKeyLockPrefix + agent + "\n" + key }
 
 // needsLock reports whether the transaction must still take lock key.
 func (t *tx) needsLock(key string) bool { return !t.readOnly && key != "" && !t.locked[key] }
 
-// lock takes the advisory lock key unless the transaction holds it.
-func (t *tx) lock(ctx context.Context, key string) error {
-	if !t.needsLock(key) {
-		return nil
+// lock queues the advisory lock key unless the transaction holds it (or
+// has queued it): it is taken ahead of the next statement.
+func (t *tx) lock(_ context.Context, key string) error {
+	if t.failed != nil {
+		return t.failed
 	}
-	if _, err := t.q.Exec(ctx, lockSQL, key); err != nil {
-		return err
+	if t.needsLock(key) {
+		t.locked[key] = true
+		t.queued = append(t.queued, queued{lock: key})
 	}
-	t.locked[key] = true
 	return nil
 }
 
-// row runs a single-row query after taking lock key, both in one round
-// trip when the lock is still to be taken. (Each statement of a batch has
-// its own snapshot, taken after the one before it finished.)
-func (t *tx) row(ctx context.Context, key string, q string, args ...any) pgx.Row {
-	if !t.needsLock(key) {
-		return t.q.QueryRow(ctx, q, args...)
+// step tells how to read one result at the head of a batch.
+type step struct {
+	kind byte // 'b' BEGIN, 'l' lock, 's' last event sequence of key, 'w' write
+	key  string
+}
+
+// head starts a batch with what must precede the next statement: BEGIN,
+// then the queued locks (each followed by a read of its Session's last
+// event sequence, in an Update) and writes. It returns nil when there is
+// nothing to send ahead.
+func (t *tx) head() (*pgx.Batch, []step) {
+	if t.begin == "" && len(t.queued) == 0 {
+		return nil, nil
 	}
-	b := &pgx.Batch{}
-	b.Queue(lockSQL, key)
-	b.Queue(q, args...)
-	return &lockedRow{t: t, key: key, br: t.q.SendBatch(ctx, b)}
+	b := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, 2*len(t.queued)+2)}
+	steps := make([]step, 0, 2*len(t.queued)+1)
+	if t.begin != "" {
+		b.Queue(t.begin)
+		steps = append(steps, step{kind: 'b'})
+		t.begin = ""
+	}
+	for _, q := range t.queued {
+		if q.lock == "" {
+			b.Queue(q.sql, q.args...)
+			steps = append(steps, step{kind: 'w'})
+			continue
+		}
+		b.Queue(lockSQL, q.lock)
+		steps = append(steps, step{kind: 'l', key: q.lock})
+		if _, ok := t.seqs[q.lock]; !ok && !strings.HasPrefix(q.lock, sessionKeyLockPrefix) {
+			// A statement of its own: it sees what the previous holder
+			// of the lock committed.
+			b.Queue(lastSeqSQL, q.lock)
+			steps = append(steps, step{kind: 's', key: q.lock})
+		}
+	}
+	clear(t.queued)
+	t.queued = t.queued[:0]
+	return b, steps
 }
 
-type lockedRow struct {
-	t   *tx
-	key string
-	br  pgx.BatchResults
+// readHead reads the results of the head of a batch. An error fails the
+// transaction.
+func (t *tx) readHead(br pgx.BatchResults, steps []step) error {
+	for _, s := range steps {
+		var err error
+		switch s.kind {
+		case 's':
+			var n int64
+			if err = br.QueryRow().Scan(&n); err == nil {
+				t.seqs[s.key] = n
+			}
+		default:
+			_, err = br.Exec()
+		}
+		if err != nil {
+			switch s.kind {
+			case 'b':
+				err = fmt.Errorf("pgstore: begin: %w", err)
+			case 'w':
+				err = fmt.Errorf("pgstore: earlier write: %w", mapErr(err))
+			default:
+				err = fmt.Errorf("pgstore: session lock: %w", err)
+			}
+			t.failed = err
+			return err
+		}
+	}
+	return nil
 }
 
-func (r *lockedRow) Scan(dest ...any) error {
-	_, err := r.br.Exec()
+// flush sends what is queued, if anything, without a statement of its own.
+func (t *tx) flush(ctx context.Context) error {
+	if t.failed != nil {
+		return t.failed
+	}
+	b, steps := t.head()
+	if b == nil {
+		return nil
+	}
+	br := t.conn.SendBatch(ctx, b)
+	err := t.readHead(br, steps)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		t.failed = cerr
+		err = cerr
+	}
+	return err
+}
+
+// txConn runs statements in a tx, each in one batch with what the tx has
+// queued ahead of it. It has the methods of pgx.Tx that the store uses.
+type txConn struct{ t *tx }
+
+// Exec runs sql now and returns its command tag.
+func (c txConn) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	t := c.t
+	if t.failed != nil {
+		return pgconn.CommandTag{}, t.failed
+	}
+	b, steps := t.head()
+	if b == nil {
+		return t.conn.Exec(ctx, sql, args...)
+	}
+	b.Queue(sql, args...)
+	br := t.conn.SendBatch(ctx, b)
+	err := t.readHead(br, steps)
+	var tag pgconn.CommandTag
 	if err == nil {
-		r.t.locked[r.key] = true
+		tag, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return tag, err
+}
+
+// Query runs sql now; the rows must be closed.
+func (c txConn) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	t := c.t
+	if t.failed != nil {
+		return nil, t.failed
+	}
+	b, steps := t.head()
+	if b == nil {
+		return t.conn.Query(ctx, sql, args...)
+	}
+	b.Queue(sql, args...)
+	br := t.conn.SendBatch(ctx, b)
+	if err := t.readHead(br, steps); err != nil {
+		br.Close()
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		br.Close()
+		return nil, err
+	}
+	return &batchRows{Rows: rows, br: br}, nil
+}
+
+// QueryRow runs sql now; Scan reads its first row.
+func (c txConn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	t := c.t
+	if t.failed != nil {
+		return errRow{t.failed}
+	}
+	b, steps := t.head()
+	if b == nil {
+		return t.conn.QueryRow(ctx, sql, args...)
+	}
+	b.Queue(sql, args...)
+	return &batchRow{t: t, steps: steps, br: t.conn.SendBatch(ctx, b)}
+}
+
+// errRow is a pgx.Row that fails.
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+// batchRow is the row of the last statement of a batch.
+type batchRow struct {
+	t     *tx
+	steps []step
+	br    pgx.BatchResults
+}
+
+func (r *batchRow) Scan(dest ...any) error {
+	err := r.t.readHead(r.br, r.steps)
+	if err == nil {
 		err = r.br.QueryRow().Scan(dest...)
 	}
 	if cerr := r.br.Close(); err == nil {
@@ -100,12 +299,92 @@ func (r *lockedRow) Scan(dest ...any) error {
 	return err
 }
 
+// batchRows are the rows of the last statement of a batch; the batch is
+// closed with them.
+type batchRows struct {
+	pgx.Rows
+	br     pgx.BatchResults
+	closed bool
+	err    error
+}
+
+func (r *batchRows) Next() bool {
+	if r.Rows.Next() {
+		return true
+	}
+	r.Close()
+	return false
+}
+
+func (r *batchRows) Err() error {
+	if err := r.Rows.Err(); err != nil {
+		return err
+	}
+	return r.err
+}
+
+func (r *batchRows) Close() {
+	if r.closed {
+		return
+	}
+	r.closed = true
+	r.Rows.Close()
+	r.err = r.br.Close()
+}
+
+// commit sends what is queued and COMMIT, in one batch. A transaction
+// that has sent nothing, and has no writes queued, needs no round trip.
+func (t *tx) commit(ctx context.Context) error {
+	if t.failed != nil {
+		return t.failed
+	}
+	if t.begin != "" && !t.hasQueuedWrites() {
+		return nil
+	}
+	tag, err := t.q.Exec(ctx, `commit`)
+	if err != nil {
+		return err
+	}
+	if tag.String() != "COMMIT" { // ROLLBACK: the transaction had failed
+		return pgx.ErrTxCommitRollback
+	}
+	return nil
+}
+
+func (t *tx) hasQueuedWrites() bool {
+	for _, q := range t.queued {
+		if q.lock == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// end leaves the connection outside a transaction: it rolls back what was
+// begun and not committed.
+func (t *tx) end(ctx context.Context) error {
+	if t.conn.PgConn().TxStatus() == 'I' {
+		return nil
+	}
+	_, err := t.conn.Exec(ctx, `rollback`)
+	return err
+}
+
+// row runs a single-row query after taking lock key.
+func (t *tx) row(ctx context.Context, key string, q string, args ...any) pgx.Row {
+	if err := t.lock(ctx, key); err != nil {
+		return errRow{err}
+	}
+	return t.q.QueryRow(ctx, q, args...)
+}
+
 // query runs a query after taking lock key.
 func (t *tx) query(ctx context.Context, key string, q string, args ...any) (pgx.Rows, error) {
 	if err := t.lock(ctx, key); err != nil {
-		return nil, mapErr(err)
+		return nil, err
 	}
-	return t.q.Query(ctx, q, args...)
+	rows, err := t.q.Query(ctx, q, args...)
+	return rows, mapErr(err)
 }
 
 func (t *tx) write() error {
@@ -115,16 +394,59 @@ func (t *tx) write() error {
 	return nil
 }
 
-// exec runs a write statement after taking lock key ("" for none).
+// exec queues a write statement after taking lock key ("" for none): it
+// is sent ahead of the next statement or with COMMIT, and its error, if
+// any, reported then.
 func (t *tx) exec(ctx context.Context, key string, q string, args ...any) error {
 	if err := t.write(); err != nil {
 		return err
 	}
 	if err := t.lock(ctx, key); err != nil {
-		return mapErr(err)
+		return err
 	}
-	_, err := t.q.Exec(ctx, q, args...)
-	return mapErr(err)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	t.queued = append(t.queued, queued{sql: q, args: freeze(args)})
+	return nil
+}
+
+// freeze copies what args point to, so that a queued write stores the
+// values of the time it was called.
+func freeze(args []any) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case []byte:
+			out[i] = bytes.Clone(v)
+		case json.RawMessage:
+			out[i] = bytes.Clone(v)
+		case *time.Time:
+			if v != nil {
+				c := *v
+				out[i] = &c
+			} else {
+				out[i] = v
+			}
+		case *string:
+			if v != nil {
+				c := *v
+				out[i] = &c
+			} else {
+				out[i] = v
+			}
+		case *int64:
+			if v != nil {
+				c := *v
+				out[i] = &c
+			} else {
+				out[i] = v
+			}
+		default:
+			out[i] = a
+		}
+	}
+	return out
 }
 
 // insert runs an INSERT ... ON CONFLICT DO NOTHING after taking lock keys
@@ -135,7 +457,7 @@ func (t *tx) insert(ctx context.Context, keys []string, q string, args ...any) e
 	}
 	for _, k := range keys {
 		if err := t.lock(ctx, k); err != nil {
-			return mapErr(err)
+			return err
 		}
 	}
 	tag, err := t.q.Exec(ctx, q+` ON CONFLICT DO NOTHING`, args...)
@@ -495,7 +817,8 @@ func (t *tx) PendingMessages(ctx context.Context, turnID string) ([]store.Messag
 // AppendEvent assigns the next sequence of the Session under its lock (see
 // tx): the last sequence is read after the lock is granted, and the lock is
 // held to the end of the transaction, so sequences stay gapless and in
-// commit order. Later appends in the same transaction count on.
+// commit order. Later appends in the same transaction count on. The insert
+// itself is queued, like the writes of exec.
 func (t *tx) AppendEvent(ctx context.Context, e *store.Event) error {
 	if err := t.write(); err != nil {
 		return err
@@ -508,9 +831,9 @@ func (t *tx) AppendEvent(ctx context.Context, e *store.Event) error {
 	if data == nil {
 		data = json.RawMessage("{}")
 	}
-	if _, err := t.q.Exec(ctx, `INSERT INTO events(session_id, sequence, turn_id, kind, data, created_at) VALUES ($1, $2, $3, $4, $5, $6)`,
+	if err := t.exec(ctx, "", `INSERT INTO events(session_id, sequence, turn_id, kind, data, created_at) VALUES ($1, $2, $3, $4, $5, $6)`,
 		e.SessionID, last+1, e.TurnID, e.Kind, []byte(data), e.CreatedAt); err != nil {
-		return mapErr(err)
+		return err
 	}
 	e.Sequence = last + 1
 	t.seqs[e.SessionID] = e.Sequence
@@ -537,13 +860,25 @@ func (t *tx) ListEvents(ctx context.Context, sessionID string, after int64, limi
 	return out, rows.Err()
 }
 
+// LastEventSequence reads, in an Update, the sequence that the Session's
+// lock brought along (see tx): taking the lock is what it costs.
 func (t *tx) LastEventSequence(ctx context.Context, sessionID string) (int64, error) {
-	if n, ok := t.seqs[sessionID]; ok {
-		return n, nil
+	if !t.readOnly {
+		if n, ok := t.seqs[sessionID]; ok {
+			return n, nil
+		}
+		if err := t.lock(ctx, sessionID); err != nil {
+			return 0, err
+		}
+		if err := t.flush(ctx); err != nil {
+			return 0, mapErr(err)
+		}
+		if n, ok := t.seqs[sessionID]; ok {
+			return n, nil
+		}
 	}
 	var n int64
-	err := t.row(ctx, sessionID, `SELECT COALESCE(MAX(sequence), 0) FROM events WHERE session_id = $1`, sessionID).Scan(&n)
-	if err != nil {
+	if err := t.q.QueryRow(ctx, lastSeqSQL, sessionID).Scan(&n); err != nil {
 		return 0, mapErr(err)
 	}
 	if !t.readOnly {
