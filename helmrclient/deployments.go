@@ -44,9 +44,29 @@ func (d *Deployments) List(ctx context.Context, opts ListOptions) (*helmrtype.De
 }
 
 // Create uploads an agent program, its manifest and its executable, as a new
-// Deployment and makes it current. The binary is streamed, not buffered.
+// Deployment and makes it current. The binary is streamed, not buffered. A
+// program whose Templates have Copy steps needs Upload, with its sources.
 func (d *Deployments) Create(ctx context.Context, manifest helmrtype.Manifest, binary io.Reader) (*helmrtype.Deployment, error) {
-	mb, err := json.Marshal(manifest)
+	return d.Upload(ctx, DeploymentUpload{Manifest: manifest, Binary: binary})
+}
+
+// DeploymentUpload is what Deployments.Upload sends.
+type DeploymentUpload struct {
+	// Manifest is what the binary prints; the server checks that they agree.
+	Manifest helmrtype.Manifest
+	// Binary is the agent program's executable.
+	Binary io.Reader
+	// Sources is a tar archive of the files the Templates' Copy steps read,
+	// relative to the agent package (see docs/api.md); nil when there are
+	// no Copy steps. helmr deploy packs it deterministically.
+	Sources io.Reader
+}
+
+// Upload uploads an agent program as a new Deployment, with the sources
+// its Templates' Copy steps read, and makes it current. The binary and the
+// sources are streamed, not buffered.
+func (d *Deployments) Upload(ctx context.Context, u DeploymentUpload) (*helmrtype.Deployment, error) {
+	mb, err := json.Marshal(u.Manifest)
 	if err != nil {
 		return nil, fmt.Errorf("helmrclient: encode manifest: %w", err)
 	}
@@ -55,7 +75,7 @@ func (d *Deployments) Create(ctx context.Context, manifest helmrtype.Manifest, b
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		pw.CloseWithError(writeDeploymentParts(mw, mb, binary))
+		pw.CloseWithError(writeDeploymentParts(mw, mb, u.Binary, u.Sources))
 	}()
 	defer func() {
 		pr.Close() // unblocks the writer if the request ended early
@@ -74,9 +94,9 @@ func (d *Deployments) Create(ctx context.Context, manifest helmrtype.Manifest, b
 	return &out, nil
 }
 
-// writeDeploymentParts writes the manifest part, then the binary part, and
-// closes the multipart body.
-func writeDeploymentParts(mw *multipart.Writer, manifest []byte, binary io.Reader) error {
+// writeDeploymentParts writes the manifest part, the binary part and the
+// sources part (when there are sources), and closes the multipart body.
+func writeDeploymentParts(mw *multipart.Writer, manifest []byte, binary, sources io.Reader) error {
 	h := textproto.MIMEHeader{}
 	h.Set("Content-Disposition", `form-data; name="manifest"`)
 	h.Set("Content-Type", "application/json")
@@ -93,6 +113,18 @@ func writeDeploymentParts(mw *multipart.Writer, manifest []byte, binary io.Reade
 	}
 	if _, err := io.Copy(fw, binary); err != nil {
 		return fmt.Errorf("helmrclient: read agent binary: %w", err)
+	}
+	if sources != nil {
+		h := textproto.MIMEHeader{}
+		h.Set("Content-Disposition", `form-data; name="sources"; filename="sources.tar"`)
+		h.Set("Content-Type", "application/x-tar")
+		sw, err := mw.CreatePart(h)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(sw, sources); err != nil {
+			return fmt.Errorf("helmrclient: read sources: %w", err)
+		}
 	}
 	return mw.Close()
 }

@@ -55,7 +55,7 @@ func New(t testing.TB, agents ...helmr.Definition) *Env {
 	raw, _ := json.Marshal(m)
 	sum := sha256.Sum256(raw)
 	env := &Env{cp: cp}
-	env.Deployment, err = cp.Engine.PublishDeployment(ctx, "sha256:"+hex.EncodeToString(sum[:]), m, "")
+	env.Deployment, err = cp.Engine.PublishDeployment(ctx, "sha256:"+hex.EncodeToString(sum[:]), m, "", "")
 	if err != nil {
 		cp.Close(ctx)
 		t.Fatalf("helmrtest: %v", err)

@@ -44,7 +44,12 @@ const (
 	CodeAnswerInvalid Code = "answer_invalid"
 	// CodePolicyInvalid: a runtime MCP policy is not well formed or names
 	// Agents outside its manifest.
-	CodePolicyInvalid           Code = "policy_invalid"
+	CodePolicyInvalid Code = "policy_invalid"
+	// CodeSourcesInvalid: a Deployment's sources (the files its Templates'
+	// Copy steps read) are missing, name a path outside the agent package,
+	// or arrived as an archive that is not a plain tar of files and
+	// directories inside its root.
+	CodeSourcesInvalid          Code = "sources_invalid"
 	CodeAskNotPending           Code = "ask_not_pending"
 	CodeTokenCancelled          Code = "token_cancelled"
 	CodeTokenCompletionConflict Code = "token_completion_conflict"
@@ -115,7 +120,7 @@ func HTTPStatus(code Code) int {
 	switch code {
 	case CodeNotFound, CodeNoDeployment:
 		return http.StatusNotFound
-	case CodeInvalidRequest, CodeInputInvalid, CodeResultInvalid, CodeOutputInvalid, CodeAnswerInvalid, CodePolicyInvalid:
+	case CodeInvalidRequest, CodeInputInvalid, CodeResultInvalid, CodeOutputInvalid, CodeAnswerInvalid, CodePolicyInvalid, CodeSourcesInvalid:
 		return http.StatusBadRequest
 	case CodeLimitExceeded:
 		return http.StatusRequestEntityTooLarge

@@ -2,6 +2,9 @@ package helmrtype
 
 import (
 	"encoding/json"
+	"path"
+	"sort"
+	"strings"
 	"time"
 )
 
@@ -75,12 +78,15 @@ type ResourcesManifest struct {
 
 // Deployment is an immutable, content-addressed agent program.
 type Deployment struct {
-	ID        string    `json:"id"`
-	Digest    string    `json:"digest"`
-	Current   bool      `json:"current"`
-	Agents    []string  `json:"agents"`
-	Manifest  Manifest  `json:"manifest"`
-	CreatedAt time.Time `json:"created_at"`
+	ID     string `json:"id"`
+	Digest string `json:"digest"`
+	// SourcesDigest is the digest of the sources archive uploaded for the
+	// Templates' Copy steps; empty when there is none.
+	SourcesDigest string    `json:"sources_digest,omitempty"`
+	Current       bool      `json:"current"`
+	Agents        []string  `json:"agents"`
+	Manifest      Manifest  `json:"manifest"`
+	CreatedAt     time.Time `json:"created_at"`
 }
 
 // AgentInfo is an Agent as discovered on a Deployment.
@@ -108,4 +114,31 @@ type AgentPage struct {
 type DeploymentPage struct {
 	Deployments []Deployment `json:"deployments"`
 	NextCursor  string       `json:"next_cursor,omitempty"`
+}
+
+// CopySources returns the sources that the Templates' Copy steps name,
+// relative to the agent package directory, cleaned (slash-separated),
+// sorted and without duplicates; nil when no Template has a Copy step. A
+// source that is empty, absolute or leaves the package directory is kept
+// as written, for the caller to refuse.
+func (m Manifest) CopySources() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, t := range m.Templates {
+		for _, s := range t.Image.Steps {
+			if s.Op != "copy" || len(s.Args) != 2 {
+				continue
+			}
+			src := s.Args[1]
+			if c := path.Clean(strings.ReplaceAll(src, "\\", "/")); src != "" && !path.IsAbs(c) {
+				src = c
+			}
+			if !seen[src] {
+				seen[src] = true
+				out = append(out, src)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
 }

@@ -273,7 +273,7 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	}
 	cp.Supervisor = supervisor.New(cp.Engine, l, supervisor.Options{SocketPath: cp.SocketPath, Logger: cfg.Logger,
 		ReconnectWindow: cfg.ReconnectWindow, ReattachWindow: cfg.ReattachWindow, Freezer: freezer.New(cfg.Logger, "helmr-"+dataDirID(cfg.DataDir)),
-		LeaseTTL: cfg.LeaseTTL, ResolveBinary: cp.resolveBinary})
+		LeaseTTL: cfg.LeaseTTL, ResolveBinary: cp.resolveBinary, ResolveSources: cp.resolveSources})
 	cp.Server = server.New(cp.Engine, server.Options{Logger: cfg.Logger, DeploymentsDir: cp.DeploymentsDir(), Ready: cp.ready,
 		Publish: cp.PublishDeployment})
 	cp.protoLn, err = net.Listen("unix", cp.SocketPath)

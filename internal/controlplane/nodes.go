@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -92,9 +93,11 @@ func (cp *ControlPlane) stopListening() {
 	}
 }
 
-// PublishDeployment publishes a Deployment whose binary is at path; with a
-// shared database the binary is kept there too, for the other nodes.
-func (cp *ControlPlane) PublishDeployment(ctx context.Context, digest string, m helmrtype.Manifest, path string) (*helmrtype.Deployment, error) {
+// PublishDeployment publishes a Deployment whose binary is at path and
+// whose sources archive (sourcesDigest, "" for none) is kept in the
+// deployments directory; with a shared database both are kept there too,
+// for the other nodes.
+func (cp *ControlPlane) PublishDeployment(ctx context.Context, digest string, m helmrtype.Manifest, path, sourcesDigest string) (*helmrtype.Deployment, error) {
 	if cp.shared {
 		b, err := os.ReadFile(path)
 		if err != nil {
@@ -103,8 +106,53 @@ func (cp *ControlPlane) PublishDeployment(ctx context.Context, digest string, m 
 		if err := cp.Engine.PutBinary(ctx, digest, b); err != nil {
 			return nil, err
 		}
+		if sourcesDigest != "" {
+			src, err := os.ReadFile(deploy.SourcesArchive(cp.DeploymentsDir(), sourcesDigest))
+			if err != nil {
+				return nil, fmt.Errorf("the sources archive %s: %w", sourcesDigest, err)
+			}
+			if err := cp.Engine.PutBinary(ctx, sourcesDigest, src); err != nil {
+				return nil, err
+			}
+		}
 	}
-	return cp.Engine.PublishDeployment(ctx, digest, m, path)
+	return cp.Engine.PublishDeployment(ctx, digest, m, path, sourcesDigest)
+}
+
+// StoreSources keeps a sources archive read from r in the deployments
+// directory, unpacked, and returns its digest; see deploy.StoreSources.
+func (cp *ControlPlane) StoreSources(r io.Reader) (string, error) {
+	digest, _, err := deploy.StoreSources(cp.DeploymentsDir(), r)
+	return digest, err
+}
+
+// resolveSources returns the local directory of a Deployment's unpacked
+// sources: this node's copy, unpacked from the archive kept here or
+// fetched from the database the first time.
+func (cp *ControlPlane) resolveSources(ctx context.Context, digest string) (string, error) {
+	dir := deploy.SourcesDir(cp.DeploymentsDir(), digest)
+	if _, err := os.Stat(dir); err == nil {
+		return dir, nil
+	}
+	if f, err := os.Open(deploy.SourcesArchive(cp.DeploymentsDir(), digest)); err == nil {
+		defer f.Close()
+		got, dir, err := deploy.StoreSources(cp.DeploymentsDir(), f)
+		if err != nil {
+			return "", err
+		}
+		if got != digest {
+			return "", fmt.Errorf("the sources archive kept for %s has digest %s", digest, got)
+		}
+		return dir, nil
+	}
+	if !cp.shared {
+		return "", fmt.Errorf("the sources archive %s is not on this node", digest)
+	}
+	b, err := cp.Engine.GetBinary(ctx, digest)
+	if err != nil {
+		return "", fmt.Errorf("the sources archive %s is not on this node nor in the database: %w", digest, err)
+	}
+	return deploy.StoreSourcesBytes(cp.DeploymentsDir(), b, digest)
 }
 
 // resolveBinary returns the local path of a Deployment's binary: the path

@@ -77,7 +77,7 @@ func newEnv(t *testing.T) *env {
 	}
 	e := engine.New(st, engine.Options{})
 	t.Cleanup(func() { e.Close(); st.Close() })
-	dep, err := e.PublishDeployment(ctx, "sha256:one", testManifest(), "")
+	dep, err := e.PublishDeployment(ctx, "sha256:one", testManifest(), "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -873,7 +873,7 @@ func TestLaterDeploymentsNeverWidenAPin(t *testing.T) {
 		}
 	}
 	m.Agents = append(m.Agents, agentManifest("extra", helmrtype.InputKindText, ""))
-	dep2, err := v.e.PublishDeployment(v.ctx, "sha256:two", m, "")
+	dep2, err := v.e.PublishDeployment(v.ctx, "sha256:two", m, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -955,7 +955,7 @@ func TestPublicationChecksRuntimeMCP(t *testing.T) {
 		`{"allow":[{"operation":"spawn","agents":["worker"],"why":"x"}]}`,
 		`{"allow":[{"operation":"spawn"}]}`,
 	} {
-		_, err := v.e.PublishDeployment(v.ctx, "sha256:bad", withNarrow(bad), "")
+		_, err := v.e.PublishDeployment(v.ctx, "sha256:bad", withNarrow(bad), "", "")
 		wantCode(t, err, helmrtype.CodePolicyInvalid, "publishing runtime_mcp "+bad)
 	}
 	// A manifest read from JSON keeps an explicit null: it is not omission.
@@ -967,7 +967,7 @@ func TestPublicationChecksRuntimeMCP(t *testing.T) {
 	if err := json.Unmarshal(raw, &decoded); err != nil {
 		t.Fatal(err)
 	}
-	_, err = v.e.PublishDeployment(v.ctx, "sha256:bad", decoded, "")
+	_, err = v.e.PublishDeployment(v.ctx, "sha256:bad", decoded, "", "")
 	wantCode(t, err, helmrtype.CodePolicyInvalid, "publishing a decoded runtime_mcp null")
 
 	cur, err := v.e.GetDeployment(v.ctx, "current")

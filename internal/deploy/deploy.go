@@ -177,3 +177,35 @@ func Fingerprint(dir string) (string, error) {
 	})
 	return hex.EncodeToString(h.Sum(nil)), err
 }
+
+// FingerprintPaths summarises the files at paths under dir (names, sizes,
+// modification times; directories walked), like Fingerprint, so that a
+// change to what the Templates' Copy steps read is noticed too. Paths that
+// cannot be read count as missing.
+func FingerprintPaths(dir string, paths []string) string {
+	if len(paths) == 0 {
+		return ""
+	}
+	h := sha256.New()
+	for _, p := range paths {
+		if CheckSourcePath(p) != nil {
+			continue
+		}
+		root := filepath.Join(dir, filepath.FromSlash(p))
+		err := filepath.WalkDir(root, func(q string, d os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			info, err := os.Stat(q) // through symlinks, as packing does
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(h, "%s %d %o %d\n", q, info.Size(), info.Mode(), info.ModTime().UnixNano())
+			return nil
+		})
+		if err != nil {
+			fmt.Fprintf(h, "%s missing\n", p)
+		}
+	}
+	return ":" + hex.EncodeToString(h.Sum(nil))
+}

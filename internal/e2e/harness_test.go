@@ -116,7 +116,7 @@ func startPlaneConfig(t *testing.T, addr string, cfg controlplane.Config) *plane
 		}
 		os.WriteFile(keyFile, []byte(p.key), 0o600)
 	}
-	if _, err := cp.Engine.PublishDeployment(ctx, b.Digest, b.Manifest, b.Binary); err != nil {
+	if _, err := cp.Engine.PublishDeployment(ctx, b.Digest, b.Manifest, b.Binary, ""); err != nil {
 		t.Fatal(err)
 	}
 	ln, err := net.Listen("tcp", addr)

@@ -303,30 +303,38 @@ func (e *Engine) computerTemplateTx(ctx context.Context, tx store.Tx, s *store.S
 // templateOfTx returns the Template a Computer was made from, from its
 // Deployment's manifest.
 func (e *Engine) templateOfTx(ctx context.Context, tx store.Tx, c *store.Computer) (helmrtype.TemplateManifest, error) {
+	t, _, err := e.templateAndSourcesTx(ctx, tx, c)
+	return t, err
+}
+
+// templateAndSourcesTx returns the Template a Computer was made from and
+// its Deployment's sources digest.
+func (e *Engine) templateAndSourcesTx(ctx context.Context, tx store.Tx, c *store.Computer) (helmrtype.TemplateManifest, string, error) {
 	dep, err := e.deploymentTx(ctx, tx, c.DeploymentID)
 	if err != nil {
-		return helmrtype.TemplateManifest{}, err
+		return helmrtype.TemplateManifest{}, "", err
 	}
 	for _, t := range dep.manifest.Templates {
 		if t.ID == c.Template {
-			return t, nil
+			return t, dep.row.SourcesDigest, nil
 		}
 	}
-	return helmrtype.TemplateManifest{}, notFound("template", c.Template)
+	return helmrtype.TemplateManifest{}, "", notFound("template", c.Template)
 }
 
-// ComputerTemplate returns the Template a Computer was made from.
-func (e *Engine) ComputerTemplate(ctx context.Context, id string) (helmrtype.TemplateManifest, error) {
-	var t helmrtype.TemplateManifest
-	err := e.store.View(ctx, func(tx store.Tx) error {
+// ComputerTemplate returns the Template a Computer was made from and the
+// digest of its Deployment's sources archive ("" when it has none), which
+// the Template's Copy steps read.
+func (e *Engine) ComputerTemplate(ctx context.Context, id string) (t helmrtype.TemplateManifest, sourcesDigest string, err error) {
+	err = e.store.View(ctx, func(tx store.Tx) error {
 		c, err := e.getComputerTx(ctx, tx, id)
 		if err != nil {
 			return err
 		}
-		t, err = e.templateOfTx(ctx, tx, c)
+		t, sourcesDigest, err = e.templateAndSourcesTx(ctx, tx, c)
 		return err
 	})
-	return t, err
+	return t, sourcesDigest, err
 }
 
 func commandView(c *store.Command) helmrtype.CommandState {

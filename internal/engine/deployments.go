@@ -88,8 +88,9 @@ func ValidateManifest(m *helmrtype.Manifest) error {
 }
 
 // PublishDeployment stores a Deployment for a binary with the given digest
-// (reusing an existing one with the same digest) and makes it current.
-func (e *Engine) PublishDeployment(ctx context.Context, digest string, manifest helmrtype.Manifest, binaryPath string) (*helmrtype.Deployment, error) {
+// and the sources archive with sourcesDigest ("" for none), reusing an
+// existing one with the same digests, and makes it current.
+func (e *Engine) PublishDeployment(ctx context.Context, digest string, manifest helmrtype.Manifest, binaryPath, sourcesDigest string) (*helmrtype.Deployment, error) {
 	if err := ValidateManifest(&manifest); err != nil {
 		return nil, err
 	}
@@ -99,12 +100,13 @@ func (e *Engine) PublishDeployment(ctx context.Context, digest string, manifest 
 	}
 	var row *store.Deployment
 	err = e.store.Update(ctx, func(tx store.Tx) error {
-		existing, err := tx.GetDeploymentByDigest(ctx, digest)
+		existing, err := tx.GetDeploymentByDigest(ctx, digest, sourcesDigest)
 		switch {
 		case err == nil:
 			row = existing
 		case errors.Is(err, store.ErrNotFound):
-			row = &store.Deployment{ID: NewID(), Digest: digest, Manifest: raw, BinaryPath: binaryPath, CreatedAt: e.Now()}
+			row = &store.Deployment{ID: NewID(), Digest: digest, Manifest: raw, BinaryPath: binaryPath,
+				SourcesDigest: sourcesDigest, CreatedAt: e.Now()}
 			if err := tx.InsertDeployment(ctx, row); err != nil {
 				return err
 			}
@@ -185,7 +187,8 @@ func (d *deployment) info(current bool) *helmrtype.Deployment {
 		names = append(names, id)
 	}
 	sort.Strings(names)
-	return &helmrtype.Deployment{ID: d.row.ID, Digest: d.row.Digest, Current: current, Agents: names, Manifest: d.manifest, CreatedAt: d.row.CreatedAt}
+	return &helmrtype.Deployment{ID: d.row.ID, Digest: d.row.Digest, SourcesDigest: d.row.SourcesDigest, Current: current,
+		Agents: names, Manifest: d.manifest, CreatedAt: d.row.CreatedAt}
 }
 
 func (d *deployment) agentInfo(a *helmrtype.AgentManifest) helmrtype.AgentInfo {

@@ -31,7 +31,7 @@ func newEngine(t *testing.T) *engine.Engine {
 			{ID: "echo", Template: "box", InputKind: "text", CloseAfterIdle: "7d", HibernateAfterIdle: "never"},
 			{ID: "typed", Template: "box", InputKind: "json", CloseAfterIdle: "never", HibernateAfterIdle: "never"},
 		}}
-	if _, err := e.PublishDeployment(ctx, "sha256:test", m, ""); err != nil {
+	if _, err := e.PublishDeployment(ctx, "sha256:test", m, "", ""); err != nil {
 		t.Fatal(err)
 	}
 	return e

@@ -16,7 +16,10 @@ type Launch struct {
 	Binary  string
 	// Digest is the binary's digest ("sha256:…").
 	Digest string
-	Agent  helmrtype.AgentManifest
+	// SourcesDigest is the digest of the Deployment's sources archive, which
+	// the Template's Copy steps read; "" when it has none.
+	SourcesDigest string
+	Agent         helmrtype.AgentManifest
 	// Template is the Agent's Template: the Computer's image and resources.
 	Template helmrtype.TemplateManifest
 	Recovery string
@@ -58,7 +61,8 @@ func (e *Engine) PrepareLaunch(ctx context.Context, sessionID string, reattach b
 		if err != nil {
 			return err
 		}
-		out = &Launch{Session: *s, Binary: dep.row.BinaryPath, Digest: dep.row.Digest, Agent: *a, Recovery: "initial", Template: tmpl}
+		out = &Launch{Session: *s, Binary: dep.row.BinaryPath, Digest: dep.row.Digest, SourcesDigest: dep.row.SourcesDigest,
+			Agent: *a, Recovery: "initial", Template: tmpl}
 		if reattach {
 			return nil
 		}

@@ -315,7 +315,7 @@ type copyStep struct {
 
 func newCopyStep(st *buildState, dst, source string, b BuildOptions) (*copyStep, error) {
 	if b.SourceDir == "" {
-		return nil, errors.New("copy steps need the agent package directory (no SourceDir)")
+		return nil, errors.New("copy steps need the agent package's sources, which this Deployment was published without (publish it with helmr deploy, which uploads them)")
 	}
 	if dst == "" {
 		return nil, errors.New("copy destination is empty")

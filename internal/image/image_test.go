@@ -733,7 +733,7 @@ func TestCopyRefusals(t *testing.T) {
 		b      BuildOptions
 		want   string
 	}{
-		{"f", BuildOptions{}, "SourceDir"},
+		{"f", BuildOptions{}, "published without"},
 		{"../secret", BuildOptions{SourceDir: src}, "inside the agent package"},
 		{filepath.Join(base, "secret"), BuildOptions{SourceDir: src}, "inside the agent package"},
 		{"link", BuildOptions{SourceDir: src}, "escapes"},

@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,10 +39,11 @@ type Options struct {
 	DeploymentsDir string
 	// Ready reports readiness for /readyz; nil means always ready.
 	Ready func() error
-	// Publish publishes an uploaded Deployment; nil publishes it with the
-	// engine alone. The control plane adds keeping the binary where other
-	// nodes find it.
-	Publish func(ctx context.Context, digest string, m helmrtype.Manifest, path string) (*helmrtype.Deployment, error)
+	// Publish publishes an uploaded Deployment (its binary at path, and the
+	// digest of its sources archive, kept in DeploymentsDir, or ""); nil
+	// publishes it with the engine alone. The control plane adds keeping
+	// the binary and the sources where other nodes find them.
+	Publish func(ctx context.Context, digest string, m helmrtype.Manifest, path, sourcesDigest string) (*helmrtype.Deployment, error)
 }
 
 // Server serves the REST API.
@@ -424,24 +426,27 @@ func (s *Server) getDeployment(w http.ResponseWriter, r *http.Request) error {
 func uploadError(err error) error {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		return helmrtype.Errorf(helmrtype.CodeLimitExceeded, "the upload is larger than %d bytes", int64(maxBinary))
+		return helmrtype.Errorf(helmrtype.CodeLimitExceeded, "the upload is larger than %d bytes", int64(maxBinary+deploy.MaxSources))
 	}
 	return helmrtype.Errorf(helmrtype.CodeInvalidRequest, "reading the upload: %v", err)
 }
 
 // createDeployment takes a multipart upload with the agent binary in the
 // part "binary". The manifest is read from the binary itself; a "manifest"
-// part, when sent, must agree with it.
+// part, when sent, must agree with it. When the manifest's Templates have
+// Copy steps, the part "sources" carries the tar archive of what they copy
+// (see internal/deploy/sources.go); it is checked, kept content-addressed
+// and unpacked before the Deployment is published.
 func (s *Server) createDeployment(w http.ResponseWriter, r *http.Request) error {
 	if s.opts.DeploymentsDir == "" {
 		return helmrtype.Errorf(helmrtype.CodeUnavailable, "this server takes no deployment uploads")
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxBinary)
+	r.Body = http.MaxBytesReader(w, r.Body, maxBinary+deploy.MaxSources)
 	mr, err := r.MultipartReader()
 	if err != nil {
 		return helmrtype.Errorf(helmrtype.CodeInvalidRequest, "send multipart/form-data with a part named binary: %v", err)
 	}
-	var digest, path string
+	var digest, path, sourcesDigest, sourceDir string
 	var sent *helmrtype.Manifest
 	for {
 		part, err := mr.NextPart()
@@ -453,7 +458,21 @@ func (s *Server) createDeployment(w http.ResponseWriter, r *http.Request) error 
 		}
 		switch part.FormName() {
 		case "binary":
-			if digest, path, err = deploy.Store(s.opts.DeploymentsDir, part); err != nil {
+			if digest, path, err = deploy.Store(s.opts.DeploymentsDir, io.LimitReader(part, maxBinary+1)); err != nil {
+				return uploadError(err)
+			}
+			if fi, err := os.Stat(path); err == nil && fi.Size() > maxBinary {
+				os.Remove(path)
+				return helmrtype.Errorf(helmrtype.CodeLimitExceeded, "the agent binary is larger than %d bytes", int64(maxBinary))
+			}
+		case "sources":
+			if sourcesDigest != "" {
+				return helmrtype.Errorf(helmrtype.CodeInvalidRequest, "the upload has more than one part named sources")
+			}
+			if sourcesDigest, sourceDir, err = deploy.StoreSources(s.opts.DeploymentsDir, part); err != nil {
+				if c := helmrtype.CodeOf(err); c == helmrtype.CodeSourcesInvalid || c == helmrtype.CodeLimitExceeded {
+					return err
+				}
 				return uploadError(err)
 			}
 		case "manifest":
@@ -478,11 +497,20 @@ func (s *Server) createDeployment(w http.ResponseWriter, r *http.Request) error 
 			return helmrtype.Errorf(helmrtype.CodeInvalidRequest, "the manifest sent does not match the one the binary prints")
 		}
 	}
+	if srcs := m.CopySources(); len(srcs) > 0 && sourcesDigest == "" {
+		return helmrtype.Errorf(helmrtype.CodeSourcesInvalid,
+			"the manifest's Templates copy %q from the agent package; send those files in a part named sources (helmr deploy does)", srcs)
+	}
+	if sourcesDigest != "" {
+		if err := deploy.CheckSources(sourceDir, m); err != nil {
+			return err
+		}
+	}
 	publish := s.eng.PublishDeployment
 	if s.opts.Publish != nil {
 		publish = s.opts.Publish
 	}
-	d, err := publish(r.Context(), digest, m, path)
+	d, err := publish(r.Context(), digest, m, path, sourcesDigest)
 	if err != nil {
 		return err
 	}

@@ -69,7 +69,9 @@ type Tx interface {
 	// Deployments
 	InsertDeployment(ctx context.Context, d *Deployment) error
 	GetDeployment(ctx context.Context, id string) (*Deployment, error)
-	GetDeploymentByDigest(ctx context.Context, digest string) (*Deployment, error)
+	// GetDeploymentByDigest returns the Deployment of a binary digest and a
+	// sources digest ("" for a Deployment without sources).
+	GetDeploymentByDigest(ctx context.Context, digest, sourcesDigest string) (*Deployment, error)
 	// ListDeployments returns deployments created before the given ID
 	// (all when empty), newest first.
 	ListDeployments(ctx context.Context, beforeID string, limit int) ([]Deployment, error)
@@ -379,13 +381,18 @@ type APIKey struct {
 	CreatedAt time.Time
 }
 
-// Deployment is an immutable agent program: its binary's digest and manifest.
+// Deployment is an immutable agent program: its binary's digest and
+// manifest, and the digest of the sources its Templates' Copy steps read.
 type Deployment struct {
 	ID         string
 	Digest     string
 	Manifest   json.RawMessage
 	BinaryPath string
-	CreatedAt  time.Time
+	// SourcesDigest is the digest of the sources archive ("sha256:…"); ""
+	// when the Deployment was published without sources. A binary digest
+	// and a sources digest together identify a Deployment.
+	SourcesDigest string
+	CreatedAt     time.Time
 }
 
 // Session is a Session row.

@@ -22,13 +22,14 @@ import (
 // ComputerRunner is what a Launcher offers beyond session processes:
 // Commands on Computers, and removal of a Computer's files.
 type ComputerRunner interface {
-	StartProcess(ctx context.Context, computerID string, t helmrtype.TemplateManifest, p computer.ProcessSpec) (computer.Process, error)
+	StartProcess(ctx context.Context, computerID string, t helmrtype.TemplateManifest, sourceDir string, p computer.ProcessSpec) (computer.Process, error)
 	RemoveComputer(ctx context.Context, id string) error
 }
 
-// StartProcess runs a process on a Computer made from Template t.
-func (l *ComputerLauncher) StartProcess(ctx context.Context, computerID string, t helmrtype.TemplateManifest, p computer.ProcessSpec) (computer.Process, error) {
-	cs, err := l.computerSpec(ctx, computerID, t)
+// StartProcess runs a process on a Computer made from Template t, whose
+// Copy steps read sourceDir (the Deployment's unpacked sources; "" for none).
+func (l *ComputerLauncher) StartProcess(ctx context.Context, computerID string, t helmrtype.TemplateManifest, sourceDir string, p computer.ProcessSpec) (computer.Process, error) {
+	cs, err := l.computerSpec(ctx, computerID, t, sourceDir)
 	if err != nil {
 		return nil, err
 	}
@@ -133,14 +134,19 @@ func (s *Supervisor) runCommand(c store.Command, rc *runningCommand) {
 		fail(helmrtype.CodeUnavailable, "this control plane cannot run commands")
 		return
 	}
-	t, err := s.eng.ComputerTemplate(ctx, c.ComputerID)
+	t, sourcesDigest, err := s.eng.ComputerTemplate(ctx, c.ComputerID)
+	if err != nil {
+		fail(helmrtype.CodeUnavailable, "computer %s: %v", c.ComputerID, err)
+		return
+	}
+	sourceDir, err := s.resolveSources(ctx, sourcesDigest)
 	if err != nil {
 		fail(helmrtype.CodeUnavailable, "computer %s: %v", c.ComputerID, err)
 		return
 	}
 	sink := newLogSink(s, c.ID)
 	defer sink.close()
-	pr, err := cr.StartProcess(ctx, c.ComputerID, t, computer.ProcessSpec{Argv: c.Argv, Env: c.Env, Dir: c.Cwd,
+	pr, err := cr.StartProcess(ctx, c.ComputerID, t, sourceDir, computer.ProcessSpec{Argv: c.Argv, Env: c.Env, Dir: c.Cwd,
 		Stdin: bytes.NewReader(c.Stdin), Stdout: sink.stream("stdout"), Stderr: sink.stream("stderr")})
 	if err != nil {
 		fail(helmrtype.CodeUnavailable, "start: %v", err)

@@ -11,9 +11,10 @@ import (
 // StoreImages resolves Templates' images with an image store.
 type StoreImages struct{ Store *image.Store }
 
-// Resolve pulls or builds the image (cached after the first time).
-func (s StoreImages) Resolve(ctx context.Context, m helmrtype.ImageManifest) (computer.Image, error) {
-	img, err := s.Store.Resolve(ctx, m, image.BuildOptions{})
+// Resolve pulls or builds the image (cached after the first time); Copy
+// steps read sourceDir.
+func (s StoreImages) Resolve(ctx context.Context, m helmrtype.ImageManifest, sourceDir string) (computer.Image, error) {
+	img, err := s.Store.Resolve(ctx, m, image.BuildOptions{SourceDir: sourceDir})
 	if err != nil {
 		return computer.Image{}, err
 	}

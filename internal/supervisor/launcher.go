@@ -28,6 +28,9 @@ type LaunchSpec struct {
 	ReconnectWindow time.Duration
 	// Template is the Computer's Template: image, resources, network.
 	Template helmrtype.TemplateManifest
+	// SourceDir is the Deployment's unpacked sources, which the Template's
+	// Copy steps read; "" when it has none.
+	SourceDir string
 }
 
 // Env returns the protocol variables a session process reads.
@@ -54,9 +57,10 @@ type Launcher interface {
 	Launch(ctx context.Context, spec LaunchSpec) (Process, error)
 }
 
-// ImageResolver turns a Template's image into a root filesystem.
+// ImageResolver turns a Template's image into a root filesystem; Copy steps
+// read their sources from sourceDir ("" refuses them).
 type ImageResolver interface {
-	Resolve(ctx context.Context, m helmrtype.ImageManifest) (computer.Image, error)
+	Resolve(ctx context.Context, m helmrtype.ImageManifest, sourceDir string) (computer.Image, error)
 }
 
 // Paths inside a Computer where a session process finds the runtime.
@@ -80,7 +84,7 @@ type ComputerLauncher struct {
 
 // Launch creates the Session's Computer if needed and starts the process.
 func (l *ComputerLauncher) Launch(ctx context.Context, spec LaunchSpec) (Process, error) {
-	cs, err := l.computerSpec(ctx, spec.ComputerID, spec.Template)
+	cs, err := l.computerSpec(ctx, spec.ComputerID, spec.Template, spec.SourceDir)
 	if err != nil {
 		return nil, err
 	}
@@ -120,14 +124,14 @@ func (l *ComputerLauncher) Launch(ctx context.Context, spec LaunchSpec) (Process
 }
 
 // computerSpec resolves a Computer's image and makes sure it exists.
-func (l *ComputerLauncher) computerSpec(ctx context.Context, id string, t helmrtype.TemplateManifest) (computer.Spec, error) {
+func (l *ComputerLauncher) computerSpec(ctx context.Context, id string, t helmrtype.TemplateManifest, sourceDir string) (computer.Spec, error) {
 	img := computer.Image{Host: true}
 	if m := t.Image; !m.Host {
 		if l.Images == nil {
 			return computer.Spec{}, fmt.Errorf("template %s: image %q needs an image store", t.ID, m.From)
 		}
 		var err error
-		if img, err = l.Images.Resolve(ctx, m); err != nil {
+		if img, err = l.Images.Resolve(ctx, m, sourceDir); err != nil {
 			return computer.Spec{}, fmt.Errorf("template %s: %w", t.ID, err)
 		}
 	}

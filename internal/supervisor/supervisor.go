@@ -51,6 +51,10 @@ type Options struct {
 	// its digest and the path recorded when it was published (on another
 	// node, perhaps); nil uses the recorded path.
 	ResolveBinary func(ctx context.Context, digest, path string) (string, error)
+	// ResolveSources returns the local directory of a Deployment's unpacked
+	// sources archive, given its digest (never ""); nil means Deployments
+	// with sources cannot launch, and Copy steps fail with a clear error.
+	ResolveSources func(ctx context.Context, digest string) (string, error)
 	// LeaseTTL is how long a Session's lease outlives this node's last
 	// renewal when several nodes share the database (default 15 s): after
 	// a node dies, its Sessions wait that long before another takes them.
@@ -293,6 +297,19 @@ func (s *Supervisor) snapshot() []*proc {
 	return procs
 }
 
+// resolveSources returns the local directory of the sources archive with
+// digest; "" for a Deployment without sources.
+func (s *Supervisor) resolveSources(ctx context.Context, digest string) (string, error) {
+	if digest == "" || s.opts.ResolveSources == nil {
+		return "", nil
+	}
+	dir, err := s.opts.ResolveSources(ctx, digest)
+	if err != nil {
+		return "", fmt.Errorf("the sources of the deployment: %w", err)
+	}
+	return dir, nil
+}
+
 func (s *Supervisor) get(sessionID string) *proc {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -323,11 +340,15 @@ func (s *Supervisor) start(p *proc, token string) {
 			bin, err = s.opts.ResolveBinary(ctx, l.Digest, l.Binary)
 		}
 	}
+	var sourceDir string
+	if err == nil {
+		sourceDir, err = s.resolveSources(ctx, l.SourcesDigest)
+	}
 	if err == nil {
 		var proc Process
 		proc, err = s.launcher.Launch(ctx, LaunchSpec{SessionID: p.sessionID, ComputerID: l.Session.ComputerID,
 			Agent: l.Session.Agent, Binary: bin, Socket: s.socket, Token: token,
-			ReconnectWindow: s.opts.ReconnectWindow, Template: l.Template})
+			ReconnectWindow: s.opts.ReconnectWindow, Template: l.Template, SourceDir: sourceDir})
 		if err == nil {
 			p.mu.Lock()
 			p.process = proc

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/helmr-go/helmr/helmrclient"
 	"github.com/helmr-go/helmr/internal/cli/clienv"
 	builder "github.com/helmr-go/helmr/internal/deploy"
 	"github.com/spf13/cobra"
@@ -19,7 +20,9 @@ func New(g *clienv.Globals) *cobra.Command {
 		Short: "Build the agent package in DIR and make it the current Deployment",
 		Long: "helmr deploy builds the Go agent package in DIR, reads its manifest and uploads the binary to\n" +
 			"the control plane (HELMR_API_URL), which stores it as an immutable, content-addressed Deployment\n" +
-			"and makes it current. New Sessions pin it; existing Sessions keep their Deployment.",
+			"and makes it current. New Sessions pin it; existing Sessions keep their Deployment.\n" +
+			"When the Templates have Copy(dst, source) steps, the files and directories they name (relative\n" +
+			"to DIR, never outside it) are packed into a deterministic tar and uploaded with the binary.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.Client()
@@ -35,12 +38,25 @@ func New(g *clienv.Globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			srcFile, _, err := builder.PackSourcesFile(args[0], tmp, b.Manifest)
+			if err != nil {
+				return err
+			}
 			f, err := os.Open(b.Binary)
 			if err != nil {
 				return err
 			}
 			defer f.Close()
-			d, err := c.Deployments.Create(cmd.Context(), b.Manifest, f)
+			up := helmrclient.DeploymentUpload{Manifest: b.Manifest, Binary: f}
+			if srcFile != "" {
+				sf, err := os.Open(srcFile)
+				if err != nil {
+					return err
+				}
+				defer sf.Close()
+				up.Sources = sf
+			}
+			d, err := c.Deployments.Upload(cmd.Context(), up)
 			if err != nil {
 				return err
 			}
@@ -48,6 +64,9 @@ func New(g *clienv.Globals) *cobra.Command {
 				return g.PrintJSON(d)
 			}
 			fmt.Fprintf(g.Streams.Out, "deployed %s (%s): agents %s\n", d.ID, d.Digest, strings.Join(d.Agents, ", "))
+			if d.SourcesDigest != "" {
+				fmt.Fprintf(g.Streams.Out, "sources %s: %s\n", d.SourcesDigest, strings.Join(b.Manifest.CopySources(), ", "))
+			}
 			return nil
 		},
 	}

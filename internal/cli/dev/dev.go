@@ -62,27 +62,57 @@ func run(ctx context.Context, o *serve.Options, dir string, out, errw io.Writer)
 	fmt.Fprintf(out, "helmr dev: control plane on %s (data in %s)\n", r.URL, o.DataDir)
 	fmt.Fprintf(out, "API key: %s (kept in %s)\n", key, filepath.Join(o.DataDir, "api-key"))
 	fmt.Fprintf(out, "  export HELMR_API_URL=%s HELMR_API_KEY=%s\n", r.URL, key)
-	fp, err := publish(ctx, r, dir, out)
+	fp, copied, err := publish(ctx, r, dir, nil, out)
 	if err != nil {
 		r.CP.Close(ctx)
 		return err
 	}
-	go watch(ctx, r, dir, fp, out, errw)
+	go watch(ctx, r, dir, fp, copied, out, errw)
 	return r.Serve(ctx, o)
 }
 
-// publish builds dir and makes it the current Deployment; it returns the
-// sources' fingerprint it built.
-func publish(ctx context.Context, r *serve.Running, dir string, out io.Writer) (string, error) {
+// publish builds dir and makes it the current Deployment, with the sources
+// its Templates' Copy steps read packed the way helmr deploy packs them; it
+// returns the fingerprint of the sources it built from (given the paths the
+// previous build copied; those of this build when it succeeds).
+func publish(ctx context.Context, r *serve.Running, dir string, copied []string, out io.Writer) (string, []string, error) {
 	fp, err := deploy.Fingerprint(dir)
 	if err != nil {
-		return "", err
+		return "", copied, err
 	}
 	b, err := deploy.BuildDir(ctx, dir, r.CP.DeploymentsDir())
 	if err != nil {
+		return fp + deploy.FingerprintPaths(dir, copied), copied, err
+	}
+	fp, err = publishBuilt(ctx, r, dir, fp, b, out)
+	if err != nil {
+		return fp, copied, err
+	}
+	return fp, b.Manifest.CopySources(), nil
+}
+
+// publishBuilt publishes b, built from dir, and returns fp with the
+// fingerprint of the paths its Templates copy.
+func publishBuilt(ctx context.Context, r *serve.Running, dir, fp string, b *deploy.Built, out io.Writer) (string, error) {
+	fp += deploy.FingerprintPaths(dir, b.Manifest.CopySources())
+	var sourcesDigest string
+	file, _, err := deploy.PackSourcesFile(dir, r.CP.DeploymentsDir(), b.Manifest)
+	if err != nil {
 		return fp, err
 	}
-	d, err := r.CP.PublishDeployment(ctx, b.Digest, b.Manifest, b.Binary)
+	if file != "" {
+		f, err := os.Open(file)
+		if err != nil {
+			return fp, err
+		}
+		sourcesDigest, err = r.CP.StoreSources(f)
+		f.Close()
+		os.Remove(file)
+		if err != nil {
+			return fp, err
+		}
+	}
+	d, err := r.CP.PublishDeployment(ctx, b.Digest, b.Manifest, b.Binary, sourcesDigest)
 	if err != nil {
 		return fp, err
 	}
@@ -92,7 +122,7 @@ func publish(ctx context.Context, r *serve.Running, dir string, out io.Writer) (
 
 // watch rebuilds and redeploys when the sources change; a failed build is
 // reported and the previous Deployment stays current.
-func watch(ctx context.Context, r *serve.Running, dir, last string, out, errw io.Writer) {
+func watch(ctx context.Context, r *serve.Running, dir, last string, copied []string, out, errw io.Writer) {
 	t := time.NewTicker(pollInterval)
 	defer t.Stop()
 	for {
@@ -102,11 +132,15 @@ func watch(ctx context.Context, r *serve.Running, dir, last string, out, errw io
 		case <-t.C:
 		}
 		fp, err := deploy.Fingerprint(dir)
-		if err != nil || fp == last {
+		if err != nil {
+			continue
+		}
+		if fp += deploy.FingerprintPaths(dir, copied); fp == last {
 			continue
 		}
 		fmt.Fprintln(out, "change detected; rebuilding")
-		if _, err := publish(ctx, r, dir, out); err != nil {
+		fp, copied, err = publish(ctx, r, dir, copied, out)
+		if err != nil {
 			fmt.Fprintf(errw, "build failed; the previous deployment stays current:\n%v\n", err)
 		}
 		last = fp

@@ -532,12 +532,12 @@ func (t *tx) GetAPIKeyByHash(ctx context.Context, hash string) (*store.APIKey, e
 	return &k, nil
 }
 
-const deploymentCols = `id, digest, manifest, binary_path, created_at`
+const deploymentCols = `id, digest, manifest, binary_path, created_at, sources_digest`
 
 func scanDeployment(row pgx.Row) (*store.Deployment, error) {
 	var d store.Deployment
 	var manifest []byte
-	if err := row.Scan(&d.ID, &d.Digest, &manifest, &d.BinaryPath, &d.CreatedAt); err != nil {
+	if err := row.Scan(&d.ID, &d.Digest, &manifest, &d.BinaryPath, &d.CreatedAt, &d.SourcesDigest); err != nil {
 		return nil, mapErr(err)
 	}
 	d.Manifest = raw(manifest)
@@ -546,16 +546,16 @@ func scanDeployment(row pgx.Row) (*store.Deployment, error) {
 }
 
 func (t *tx) InsertDeployment(ctx context.Context, d *store.Deployment) error {
-	return t.insert(ctx, nil, `INSERT INTO deployments(`+deploymentCols+`) VALUES ($1, $2, $3, $4, $5)`,
-		d.ID, d.Digest, notNull(d.Manifest), d.BinaryPath, d.CreatedAt)
+	return t.insert(ctx, nil, `INSERT INTO deployments(`+deploymentCols+`) VALUES ($1, $2, $3, $4, $5, $6)`,
+		d.ID, d.Digest, notNull(d.Manifest), d.BinaryPath, d.CreatedAt, d.SourcesDigest)
 }
 
 func (t *tx) GetDeployment(ctx context.Context, id string) (*store.Deployment, error) {
 	return scanDeployment(t.q.QueryRow(ctx, `SELECT `+deploymentCols+` FROM deployments WHERE id = $1`, id))
 }
 
-func (t *tx) GetDeploymentByDigest(ctx context.Context, digest string) (*store.Deployment, error) {
-	return scanDeployment(t.q.QueryRow(ctx, `SELECT `+deploymentCols+` FROM deployments WHERE digest = $1`, digest))
+func (t *tx) GetDeploymentByDigest(ctx context.Context, digest, sourcesDigest string) (*store.Deployment, error) {
+	return scanDeployment(t.q.QueryRow(ctx, `SELECT `+deploymentCols+` FROM deployments WHERE digest = $1 AND sources_digest = $2`, digest, sourcesDigest))
 }
 
 func (t *tx) ListDeployments(ctx context.Context, beforeID string, limit int) ([]store.Deployment, error) {

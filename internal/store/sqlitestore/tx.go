@@ -102,13 +102,13 @@ func (t *tx) GetAPIKeyByHash(ctx context.Context, hash string) (*store.APIKey, e
 	return &k, nil
 }
 
-const deploymentCols = `id, digest, manifest, binary_path, created_at`
+const deploymentCols = `id, digest, manifest, binary_path, created_at, sources_digest`
 
 func scanDeployment(sc interface{ Scan(...any) error }) (*store.Deployment, error) {
 	var d store.Deployment
 	var manifest string
 	var created int64
-	if err := sc.Scan(&d.ID, &d.Digest, &manifest, &d.BinaryPath, &created); err != nil {
+	if err := sc.Scan(&d.ID, &d.Digest, &manifest, &d.BinaryPath, &created, &d.SourcesDigest); err != nil {
 		return nil, err
 	}
 	d.Manifest = json.RawMessage(manifest)
@@ -117,11 +117,11 @@ func scanDeployment(sc interface{ Scan(...any) error }) (*store.Deployment, erro
 }
 
 func (t *tx) InsertDeployment(ctx context.Context, d *store.Deployment) error {
-	return t.exec(ctx, `INSERT INTO deployments(`+deploymentCols+`) VALUES (?, ?, ?, ?, ?)`, d.ID, d.Digest, string(d.Manifest), d.BinaryPath, micros(d.CreatedAt))
+	return t.exec(ctx, `INSERT INTO deployments(`+deploymentCols+`) VALUES (?, ?, ?, ?, ?, ?)`, d.ID, d.Digest, string(d.Manifest), d.BinaryPath, micros(d.CreatedAt), d.SourcesDigest)
 }
 
-func (t *tx) getDeployment(ctx context.Context, where string, arg any) (*store.Deployment, error) {
-	rows, err := t.q.query(ctx, `SELECT `+deploymentCols+` FROM deployments WHERE `+where+` = ?`, arg)
+func (t *tx) getDeployment(ctx context.Context, where string, args ...any) (*store.Deployment, error) {
+	rows, err := t.q.query(ctx, `SELECT `+deploymentCols+` FROM deployments WHERE `+where, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -136,11 +136,11 @@ func (t *tx) getDeployment(ctx context.Context, where string, arg any) (*store.D
 }
 
 func (t *tx) GetDeployment(ctx context.Context, id string) (*store.Deployment, error) {
-	return t.getDeployment(ctx, "id", id)
+	return t.getDeployment(ctx, "id = ?", id)
 }
 
-func (t *tx) GetDeploymentByDigest(ctx context.Context, digest string) (*store.Deployment, error) {
-	return t.getDeployment(ctx, "digest", digest)
+func (t *tx) GetDeploymentByDigest(ctx context.Context, digest, sourcesDigest string) (*store.Deployment, error) {
+	return t.getDeployment(ctx, "digest = ? AND sources_digest = ?", digest, sourcesDigest)
 }
 
 func (t *tx) ListDeployments(ctx context.Context, beforeID string, limit int) ([]store.Deployment, error) {

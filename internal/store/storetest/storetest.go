@@ -394,21 +394,58 @@ func testDeployments(t *testing.T, s store.Store) {
 			t.Fatalf("GetDeployment: %v", err)
 		}
 		check(t, "GetDeployment", *got, want)
-		got, err = tx.GetDeploymentByDigest(ctx, d.Digest)
+		got, err = tx.GetDeploymentByDigest(ctx, d.Digest, "")
 		if err != nil {
 			t.Fatalf("GetDeploymentByDigest: %v", err)
 		}
 		check(t, "GetDeploymentByDigest", *got, want)
 		_, err = tx.GetDeployment(ctx, "dep-missing")
 		wantErr(t, "GetDeployment(missing)", err, store.ErrNotFound)
-		_, err = tx.GetDeploymentByDigest(ctx, "sha256:missing")
+		_, err = tx.GetDeploymentByDigest(ctx, "sha256:missing", "")
 		wantErr(t, "GetDeploymentByDigest(missing)", err, store.ErrNotFound)
+		_, err = tx.GetDeploymentByDigest(ctx, d.Digest, "sha256:other-sources")
+		wantErr(t, "GetDeploymentByDigest(other sources)", err, store.ErrNotFound)
+		return nil
+	})
+	// The same binary with sources is another Deployment.
+	withSrc := *d
+	withSrc.ID, withSrc.SourcesDigest, withSrc.CreatedAt = "dep-src", "sha256:aaaa", at(4)
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		wantOK(t, "InsertDeployment(same binary, with sources)", tx.InsertDeployment(ctx, &withSrc))
+		return nil
+	})
+	wantSrc := withSrc
+	wantSrc.CreatedAt = stored(withSrc.CreatedAt)
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		got, err := tx.GetDeploymentByDigest(ctx, d.Digest, "sha256:aaaa")
+		if err != nil {
+			t.Fatalf("GetDeploymentByDigest(with sources): %v", err)
+		}
+		check(t, "GetDeploymentByDigest(with sources)", *got, wantSrc)
+		got, err = tx.GetDeployment(ctx, "dep-src")
+		if err != nil {
+			t.Fatalf("GetDeployment(with sources): %v", err)
+		}
+		check(t, "GetDeployment(with sources)", *got, wantSrc)
+		got, err = tx.GetDeploymentByDigest(ctx, d.Digest, "")
+		if err != nil {
+			t.Fatalf("GetDeploymentByDigest(without sources): %v", err)
+		}
+		check(t, "GetDeploymentByDigest(without sources) after one with sources", *got, want)
+		ds, err := tx.ListDeployments(ctx, "", 10)
+		if err != nil || len(ds) != 2 {
+			t.Fatalf("ListDeployments = %v, %v; want 2", ds, err)
+		}
+		check(t, "listed deployment with sources", ds[0], wantSrc)
 		return nil
 	})
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
 		dup := *d
 		dup.ID = "dep-2"
 		wantErr(t, "InsertDeployment(same digest)", tx.InsertDeployment(ctx, &dup), store.ErrDuplicate)
+		dup = withSrc
+		dup.ID = "dep-3"
+		wantErr(t, "InsertDeployment(same digest and sources)", tx.InsertDeployment(ctx, &dup), store.ErrDuplicate)
 		dup = *d
 		dup.Digest = "sha256:2222"
 		wantErr(t, "InsertDeployment(same id)", tx.InsertDeployment(ctx, &dup), store.ErrDuplicate)
