@@ -154,7 +154,7 @@ func faultInjection(t *testing.T, database string) {
 				done[tid] = true
 				// echo writes "echo: " then its input, in that order.
 				if o := outs[tid]; len(o) != 2 || !strings.Contains(o[0], "echo: ") || !strings.Contains(o[1], "sleep") && !strings.Contains(o[1], "start") {
-					t.Errorf("turn %s completed with outputs %v", tid, o)
+					t.Errorf("turn %s completed with outputs %v: %s", tid, o, e.Data)
 				}
 			case helmrtype.EventTurnFailed, helmrtype.EventTurnInterrupted, helmrtype.EventTurnCancelled:
 				done[tid] = true

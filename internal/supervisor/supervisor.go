@@ -699,6 +699,9 @@ func (s *Supervisor) serve(p *proc, conn *websocket.Conn) {
 }
 
 func (s *Supervisor) ack(p *proc, m *protocol.Msg, seq int64, err error) {
+	if unfinished(err) {
+		return
+	}
 	a := &protocol.Msg{Type: protocol.TypeAck, Op: m.Op, TurnID: m.TurnID, Sequence: seq}
 	if err != nil {
 		a.Error = toError(err)
@@ -706,6 +709,16 @@ func (s *Supervisor) ack(p *proc, m *protocol.Msg, seq int64, err error) {
 	if serr := s.send(p, a); serr != nil {
 		s.log.Debug("ack", "session", p.sessionID, "err", serr)
 	}
+}
+
+// unfinished reports whether an operation failed only because this control
+// plane is stopping or the connection ended (its context was cancelled):
+// it gets no acknowledgement, so the process sends it again after it
+// reconnects, and it takes effect once. An error acknowledgement would
+// be final.
+func unfinished(err error) bool {
+	var he *helmrtype.Error
+	return err != nil && !errors.As(err, &he) && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
 }
 
 func toError(err error) *helmrtype.Error {
@@ -1290,6 +1303,9 @@ func (s *Supervisor) handleWait(ctx context.Context, p *proc, m *protocol.Msg) {
 			return
 		}
 		st, err := s.eng.CreateToken(ctx, p.sessionID, m.TurnID, m.Op, m.Token.ID, m.Token.Secret, m.Token.Create)
+		if unfinished(err) {
+			return
+		}
 		a := &protocol.Msg{Type: protocol.TypeAck, Op: m.Op, TurnID: m.TurnID, TokenState: st}
 		if err != nil {
 			a.Error, a.TokenState = toError(err), nil
