@@ -250,6 +250,7 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	// The lock is ours: a socket file left by a previous run is stale.
 	os.Remove(cp.SocketPath)
 	cp.Engine = engine.New(st, engine.Options{Clock: cfg.Clock, Logger: cfg.Logger, PublicURL: cfg.PublicURL, NodeID: cfg.NodeID})
+	fz := freezer.New(cfg.Logger, "helmr-"+dataDirID(cfg.DataDir))
 	l := cfg.Launcher
 	if l == nil {
 		dir := cfg.ComputersDir
@@ -270,9 +271,14 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 			return nil, err
 		}
 		l = &supervisor.ComputerLauncher{Provider: prov, Dir: dir, Images: supervisor.StoreImages{Store: images}}
+		// On cgroup v2 a process is in one group: a limited one is frozen
+		// in a child of its Computer's group, not moved out of it.
+		if d := prov.LimitsDir(); d != "" {
+			freezer.NestUnder(fz, d)
+		}
 	}
 	cp.Supervisor = supervisor.New(cp.Engine, l, supervisor.Options{SocketPath: cp.SocketPath, Logger: cfg.Logger,
-		ReconnectWindow: cfg.ReconnectWindow, ReattachWindow: cfg.ReattachWindow, Freezer: freezer.New(cfg.Logger, "helmr-"+dataDirID(cfg.DataDir)),
+		ReconnectWindow: cfg.ReconnectWindow, ReattachWindow: cfg.ReattachWindow, Freezer: fz,
 		LeaseTTL: cfg.LeaseTTL, ResolveBinary: cp.resolveBinary, ResolveSources: cp.resolveSources})
 	cp.Server = server.New(cp.Engine, server.Options{Logger: cfg.Logger, DeploymentsDir: cp.DeploymentsDir(), Ready: cp.ready,
 		Publish: cp.PublishDeployment})

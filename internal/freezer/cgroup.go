@@ -24,6 +24,73 @@ const (
 type cgroupFreezer struct {
 	v2   bool
 	base string // <hierarchy>/<root>
+	// nest (cgroup v2) are directories whose descendant groups keep their
+	// processes: see NestUnder.
+	nest []string
+}
+
+// NestUnder makes a cgroup v2 freezer leave a process in its group when
+// that group lies under one of dirs (cgroup v2 directories in the same
+// hierarchy, such as the groups that hold Computers' resource limits): the
+// freezer's group for it is made a child of that group, so the limits still
+// apply (a process belongs to one cgroup v2 group, and moving it elsewhere
+// would escape them), and freezing freezes only that child. Other freezers
+// are unchanged.
+func NestUnder(f Freezer, dirs ...string) {
+	if cf, ok := f.(*cgroupFreezer); ok && cf.v2 {
+		for _, d := range dirs {
+			cf.nest = append(cf.nest, filepath.Clean(d))
+		}
+	}
+}
+
+// groupDir returns the directory of the freezer's group named name for
+// pid: under the process's own group when NestUnder covers it, else under
+// base.
+func (f *cgroupFreezer) groupDir(name string, pid int) string {
+	if len(f.nest) > 0 {
+		if cur, err := v2GroupOf(pid); err == nil {
+			for _, d := range f.nest {
+				if !strings.HasPrefix(cur, d+"/") {
+					continue
+				}
+				if filepath.Base(cur) == name && filepath.Dir(cur) != d {
+					return cur // already in it (adopted after a restart)
+				}
+				return filepath.Join(cur, name)
+			}
+		}
+	}
+	return filepath.Join(f.base, name)
+}
+
+// v2GroupOf returns the directory of pid's cgroup v2 group.
+func v2GroupOf(pid int) (string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return "", err
+	}
+	rel := ""
+	for _, line := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			rel = p
+		}
+	}
+	if !strings.HasPrefix(rel, "/") || strings.Contains(rel, "/..") {
+		return "", fmt.Errorf("freezer: no cgroup v2 group for %d", pid)
+	}
+	ms, err := mounts()
+	if err != nil {
+		return "", err
+	}
+	for _, m := range ms {
+		if m.fstype == "cgroup2" {
+			if r, ok := strings.CutPrefix(rel, m.root); ok {
+				return filepath.Join(m.point, r), nil
+			}
+		}
+	}
+	return "", fmt.Errorf("freezer: no cgroup2 mount holds %s", rel)
 }
 
 // NewCgroupV1 returns the cgroup v1 freezer for the freezer hierarchy
@@ -110,7 +177,8 @@ func (f *cgroupFreezer) Kind() string {
 	return KindCgroupV1
 }
 
-// Attach creates <base>/<name> and moves pid into it, then every other
+// Attach creates <base>/<name> (or a child named name of the process's
+// own group, see NestUnder) and moves pid into it, then every other
 // process already in pgid (children that pid forked before Attach), until
 // none is left outside. Later children are born in the cgroup. A process
 // that left the group with setpgid or setsid before Attach is not covered, so
@@ -123,7 +191,7 @@ func (f *cgroupFreezer) Attach(ctx context.Context, name string, pid, pgid int) 
 	if err != nil {
 		return nil, err
 	}
-	h := &cgroupHandle{v2: f.v2, dir: filepath.Join(f.base, name)}
+	h := &cgroupHandle{v2: f.v2, dir: f.groupDir(name, pid)}
 	created := true
 	if err := os.Mkdir(h.dir, 0o755); errors.Is(err, fs.ErrExist) {
 		// Left over from a control plane that stopped without Release:

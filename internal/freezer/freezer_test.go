@@ -451,3 +451,85 @@ func TestReadStat(t *testing.T) {
 		t.Fatalf("unescapeMount = %q", got)
 	}
 }
+
+// TestCgroupV2NestUnder: a process that lives in a group under a NestUnder
+// directory (a Computer's limits group) stays under that group: the
+// freezer's group is made its child, freezing stops the tree, and Release
+// removes only the child.
+func TestCgroupV2NestUnder(t *testing.T) {
+	parent, err := cgroupV2Parent()
+	if err != nil {
+		t.Skipf("cgroup v2 unavailable on this host: %v", err)
+	}
+	f, err := NewCgroupV2(parent, testRoot)
+	if err != nil {
+		t.Skipf("cgroup v2 freezer unavailable on this host: %v", err)
+	}
+	base := f.(*cgroupFreezer).base
+	limits := filepath.Join(parent, testRoot+"-limits")
+	computer := filepath.Join(limits, "computer-1")
+	if err := os.MkdirAll(computer, 0o755); err != nil {
+		t.Skipf("cannot create a cgroup v2 group: %v", err)
+	}
+	t.Cleanup(func() {
+		for _, d := range []string{computer, limits, base} {
+			if err := syscall.Rmdir(d); err != nil && !errors.Is(err, syscall.ENOENT) {
+				t.Errorf("remove %s: %v", d, err)
+			}
+		}
+	})
+	NestUnder(f, limits)
+	tr := startTree(t, true)
+	if err := os.WriteFile(filepath.Join(computer, "cgroup.procs"), []byte(strconv.Itoa(tr.pid)), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(computer, "cgroup.procs"), []byte(strconv.Itoa(tr.gpid)), 0); err != nil {
+		t.Fatal(err)
+	}
+	h, err := f.Attach(t.Context(), "session-1", tr.pid, tr.pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := filepath.Join(computer, "session-1")
+	for _, pid := range []int{tr.pid, tr.gpid} {
+		if got, err := v2GroupOf(pid); err != nil || got != want {
+			t.Errorf("process %d is in %q (%v), want %q", pid, got, err, want)
+		}
+	}
+	if err := h.Freeze(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if !h.Frozen() {
+		t.Error("not frozen after Freeze")
+	}
+	if err := h.Thaw(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// Attached again (a restarted control plane adopting it), it stays in
+	// the same group.
+	if h, err = f.Attach(t.Context(), "session-1", tr.pid, tr.pid); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := v2GroupOf(tr.pid); got != want {
+		t.Errorf("after a second Attach the process is in %q, want %q", got, want)
+	}
+	// A process outside the NestUnder directories moves under base.
+	other := startTree(t, true)
+	h2, err := f.Attach(t.Context(), "session-2", other.pid, other.pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := v2GroupOf(other.pid); got != filepath.Join(base, "session-2") {
+		t.Errorf("an unnested process is in %q", got)
+	}
+	tr.kill(t)
+	other.kill(t)
+	for _, hh := range []Handle{h, h2} {
+		if err := hh.Release(); err != nil {
+			t.Errorf("Release: %v", err)
+		}
+	}
+	if _, err := os.Stat(want); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the nested group is left after Release: %v", err)
+	}
+}

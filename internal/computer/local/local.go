@@ -142,6 +142,17 @@ func (p *Provider) Create(ctx context.Context, spec computer.Spec) error {
 	return nil
 }
 
+// LimitsDir returns the cgroup v2 directory that holds the Computers'
+// limit groups, "" when limits use cgroup v1 or none apply. A freezer must
+// keep processes under it (freezer.NestUnder), or they would escape their
+// limits.
+func (p *Provider) LimitsDir() string {
+	if p.limits.v2 && p.limits.kind() != "" {
+		return p.limits.mem
+	}
+	return ""
+}
+
 // Workspace returns the host directory of a Computer's /workspace.
 func (p *Provider) Workspace(id string) (string, error) {
 	d, err := p.dir(id)
