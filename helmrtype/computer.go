@@ -14,7 +14,11 @@ const (
 	ResidencyCold        = "cold"     // no process runs
 	ResidencyStarting    = "starting" // a process is starting
 	ResidencyRunning     = "running"  // a process runs
-	ResidencyParked      = "parked"   // its processes are frozen (hibernated); they resume on demand
+	ResidencyParking     = "parking"   // its processes are being frozen
+	ResidencyParked      = "parked"    // its processes are frozen (hibernated); they resume on demand
+	ResidencyRestoring   = "restoring" // its frozen processes are being thawed
+	// ResidencyUnavailable: its last process could not start; the
+	// Computer's error says why. The next start tries again.
 	ResidencyUnavailable = "unavailable"
 )
 

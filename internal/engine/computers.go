@@ -22,8 +22,9 @@ type CommandRunner interface {
 	StartCommand(c store.Command)
 	// CancelCommand stops a running Command.
 	CancelCommand(id string)
-	// Residency tells where a Computer's processes are now.
-	Residency(computerID string) string
+	// Residency tells where a Computer's processes are now, and why it is
+	// unavailable when it is.
+	Residency(computerID string) (string, *helmrtype.Error)
 	// RemoveComputer deletes a Computer's files (nothing runs on it).
 	RemoveComputer(ctx context.Context, id string) error
 }
@@ -32,7 +33,7 @@ type nopRunner struct{}
 
 func (nopRunner) StartCommand(store.Command)                   {}
 func (nopRunner) CancelCommand(string)                         {}
-func (nopRunner) Residency(string) string                      { return helmrtype.ResidencyCold }
+func (nopRunner) Residency(string) (string, *helmrtype.Error) { return helmrtype.ResidencyCold, nil }
 func (nopRunner) RemoveComputer(context.Context, string) error { return nil }
 
 // SetCommandRunner sets who runs Commands; the supervisor.
@@ -55,7 +56,7 @@ func (e *Engine) computerView(c *store.Computer) helmrtype.ComputerState {
 	v := helmrtype.ComputerState{ID: c.ID, Template: c.Template, DeploymentID: c.DeploymentID, Key: c.Key,
 		Status: c.Status, Residency: helmrtype.ResidencyCold, CreatedAt: c.CreatedAt, DeletedAt: c.DeletedAt}
 	if c.Status == helmrtype.ComputerAvailable {
-		v.Residency = e.commandRunner().Residency(c.ID)
+		v.Residency, v.Error = e.commandRunner().Residency(c.ID)
 	}
 	return v
 }

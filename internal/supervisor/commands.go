@@ -80,6 +80,9 @@ func (s *Supervisor) CancelCommand(id string) {
 
 // RemoveComputer deletes a Computer's files.
 func (s *Supervisor) RemoveComputer(ctx context.Context, id string) error {
+	s.mu.Lock()
+	delete(s.unavailable, id)
+	s.mu.Unlock()
 	cr, ok := s.launcher.(ComputerRunner)
 	if !ok {
 		return nil
@@ -87,9 +90,10 @@ func (s *Supervisor) RemoveComputer(ctx context.Context, id string) error {
 	return cr.RemoveComputer(ctx, id)
 }
 
-// Residency tells where a Computer's processes are: parked when its
-// session processes are frozen, starting, running, or cold.
-func (s *Supervisor) Residency(computerID string) string {
+// Residency tells where a Computer's processes are (the busiest of its
+// processes' states), or that it is unavailable since its last launch
+// failed.
+func (s *Supervisor) Residency(computerID string) (string, *helmrtype.Error) {
 	s.mu.Lock()
 	procs := make([]*proc, 0, len(s.procs))
 	for _, p := range s.procs {
@@ -99,27 +103,39 @@ func (s *Supervisor) Residency(computerID string) string {
 	for _, rc := range s.cmds {
 		running = running || rc.computerID == computerID
 	}
+	failed := s.unavailable[computerID]
 	s.mu.Unlock()
 	res := helmrtype.ResidencyCold
 	if running {
 		res = helmrtype.ResidencyRunning
 	}
+	// The busiest state wins: running, then restoring, starting, parking,
+	// parked.
+	rank := map[string]int{helmrtype.ResidencyCold: 0, helmrtype.ResidencyParked: 1, helmrtype.ResidencyParking: 2,
+		helmrtype.ResidencyStarting: 3, helmrtype.ResidencyRestoring: 4, helmrtype.ResidencyRunning: 5}
 	for _, p := range procs {
 		p.mu.Lock()
 		on := p.launch != nil && p.launch.Session.ComputerID == computerID && p.state != stateDead
-		frozen, starting := p.frozen, p.state == stateStarting
-		p.mu.Unlock()
+		r := helmrtype.ResidencyRunning
 		switch {
-		case !on:
-		case starting && res == helmrtype.ResidencyCold:
-			res = helmrtype.ResidencyStarting
-		case frozen && res == helmrtype.ResidencyCold:
-			res = helmrtype.ResidencyParked
-		case !frozen && !starting:
-			res = helmrtype.ResidencyRunning
+		case p.state == stateStarting:
+			r = helmrtype.ResidencyStarting
+		case p.restoring:
+			r = helmrtype.ResidencyRestoring
+		case p.parking:
+			r = helmrtype.ResidencyParking
+		case p.frozen:
+			r = helmrtype.ResidencyParked
+		}
+		p.mu.Unlock()
+		if on && rank[r] > rank[res] {
+			res = r
 		}
 	}
-	return res
+	if res == helmrtype.ResidencyCold && failed != nil {
+		return helmrtype.ResidencyUnavailable, failed
+	}
+	return res, nil
 }
 
 func (s *Supervisor) runCommand(c store.Command, rc *runningCommand) {

@@ -88,6 +88,9 @@ type Supervisor struct {
 	tokens    map[string]*proc           // by hash of the process token
 	closing   bool
 	detaching bool // closing without stopping processes
+	// unavailable holds why the last process launch on a Computer failed,
+	// by Computer ID, until one succeeds.
+	unavailable map[string]*helmrtype.Error
 	// releasing holds the lease releases in flight, by Session ID; see
 	// cluster.go.
 	releasing map[string]chan struct{}
@@ -113,7 +116,7 @@ func New(eng *engine.Engine, l Launcher, opts Options) *Supervisor {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Supervisor{eng: eng, launcher: l, log: opts.Logger, socket: opts.SocketPath, opts: opts, ctx: ctx, cancel: cancel,
 		procs: map[string]*proc{}, tokens: map[string]*proc{}, deleg: delegation.New(eng),
-		releasing: map[string]chan struct{}{}}
+		releasing: map[string]chan struct{}{}, unavailable: map[string]*helmrtype.Error{}}
 	eng.SetNotifier(s)
 	eng.SetCommandRunner(s)
 	return s
@@ -173,6 +176,8 @@ type proc struct {
 	mcpCalls   int
 	freeze     freezer.Handle // nil when the host cannot freeze
 	frozen     bool
+	// parking and restoring: a Freeze or a Thaw is in progress.
+	parking, restoring bool
 	lastActive time.Time
 	idleTimer  *time.Timer
 	welcomed   bool // welcome was sent on the connection
@@ -381,6 +386,9 @@ func (s *Supervisor) start(p *proc, token string) {
 		s.release(p.sessionID)
 		return
 	}
+	if l != nil {
+		s.computerLaunched(l.Session.ComputerID, err)
+	}
 	if err != nil {
 		close(p.recorded)
 		s.log.Error("launch session process", "session", p.sessionID, "err", err)
@@ -399,6 +407,20 @@ func (s *Supervisor) start(p *proc, token string) {
 	}
 	close(p.recorded)
 	s.watch(p)
+}
+
+// computerLaunched notes how the last launch on a Computer went: after a
+// failure the Computer is unavailable, with that error, until a launch
+// succeeds.
+func (s *Supervisor) computerLaunched(computerID string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil {
+		delete(s.unavailable, computerID)
+		return
+	}
+	s.unavailable[computerID] = &helmrtype.Error{Code: helmrtype.CodeProcessExited,
+		Message: fmt.Sprintf("the computer's process could not start: %v", err)}
 }
 
 // pidOf is the process's ID, 0 when its launcher does not tell.

@@ -42,7 +42,14 @@ func (s *Supervisor) activity(p *proc) {
 	if wasFrozen && h != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := h.Thaw(ctx); err != nil {
+		p.mu.Lock()
+		p.restoring = true
+		p.mu.Unlock()
+		err := h.Thaw(ctx)
+		p.mu.Lock()
+		p.restoring = false
+		p.mu.Unlock()
+		if err != nil {
 			s.log.Error("thaw session process", "session", p.sessionID, "err", err)
 		}
 		s.eng.RecordWaitEvent(ctx, p.sessionID, turn, helmrtype.EventWaitResumed, ids, idleWhy)
@@ -123,14 +130,18 @@ func (s *Supervisor) maybeSuspend(p *proc) {
 		p.mu.Unlock()
 		return
 	}
-	p.frozen = true
+	p.frozen, p.parking = true, true
 	h, turn := p.freeze, p.running
 	ids := slices.Sorted(maps.Keys(p.waits))
 	why := p.idleWhy()
 	p.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := h.Freeze(ctx); err != nil {
+	err := h.Freeze(ctx)
+	p.mu.Lock()
+	p.parking = false
+	p.mu.Unlock()
+	if err != nil {
 		s.log.Error("freeze session process", "session", p.sessionID, "err", err)
 		h.Thaw(ctx)
 		p.mu.Lock()
