@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
 )
@@ -211,5 +212,36 @@ func TestComputerCLI(t *testing.T) {
 	}
 	if _, _, code = s.cli(t, "computer", "get", "--key", "cli-box"); code != 3 {
 		t.Fatalf("get after delete: exit %d, want 3 (not found)", code)
+	}
+}
+
+// TestComputerUnavailable: a Computer whose image cannot be had is
+// unavailable, with the reason; its Session gets a process_failed hold
+// (its Turn stays queued) instead of a launch loop.
+func TestComputerUnavailable(t *testing.T) {
+	p := startPlane(t, "")
+	r := p.create("unreachable", text("hi"))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		s := p.session(r.Session.ID)
+		held := false
+		for _, h := range s.Holds {
+			held = held || h.Kind == helmrtype.HoldProcessFailed
+		}
+		if held {
+			var c helmrtype.ComputerState
+			p.must("GET", "/v1/computers/"+*s.ComputerID, nil, &c)
+			if c.Residency != helmrtype.ResidencyUnavailable || c.Error == nil || !strings.Contains(c.Error.Message, "127.0.0.1:9") {
+				t.Fatalf("computer after a failed launch: %+v", c)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no process_failed hold: %+v", s.Holds)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if st := p.turnStatus(r.Session.ID, r.Turn.ID); st != helmrtype.TurnQueued {
+		t.Errorf("the turn is %s, want queued behind the hold", st)
 	}
 }
