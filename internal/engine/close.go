@@ -231,6 +231,9 @@ func (e *Engine) CancelSession(ctx context.Context, sessionID string, req helmrt
 			if running, err = runningInTx(ctx, tx, tree); err != nil {
 				return nil, err
 			}
+			if err := e.announceInterrupts(ctx, tx, running); err != nil {
+				return nil, err
+			}
 			return &helmrtype.SessionStatusReceipt{SessionID: sessionID, Status: helmrtype.SessionClosed}, nil
 		})
 		return err

@@ -212,5 +212,44 @@ func (e *Engine) GetBinary(ctx context.Context, digest string) ([]byte, error) {
 	return b, err
 }
 
+// supervisesTx reports whether this node is the Session's recorded
+// supervisor (always true for a single node); LeaseHolder takes the
+// Session's lock, so the answer holds for the transaction.
+func (e *Engine) supervisesTx(ctx context.Context, tx store.Tx, sessionID string) (bool, error) {
+	if e.node == "" {
+		return true, nil
+	}
+	holder, err := tx.LeaseHolder(ctx, sessionID)
+	return holder == e.node, err
+}
+
+// announceInterrupts tells the nodes that run these Turns to interrupt
+// them (the event of a tree-wide control names only its root Session).
+func (e *Engine) announceInterrupts(ctx context.Context, tx store.Tx, running []store.Turn) error {
+	if e.node == "" {
+		return nil
+	}
+	for _, t := range running {
+		if err := tx.Announce(ctx, store.Notice{Kind: NoticeTurnInterrupt, SessionID: t.SessionID, TurnID: t.ID}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// announceWork tells the nodes that supervise these Sessions to look for
+// work (a resume releases a hold over a whole tree).
+func (e *Engine) announceWork(ctx context.Context, tx store.Tx, ids []string) error {
+	if e.node == "" {
+		return nil
+	}
+	for _, id := range ids {
+		if err := tx.Announce(ctx, store.Notice{Kind: helmrtype.EventSessionResume, SessionID: id}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // turnKey names a Turn's watchers.
 func turnKey(sessionID, turnID string) string { return sessionID + "\x00" + turnID }

@@ -162,6 +162,9 @@ func (e *Engine) interruptSession(ctx context.Context, sessionID string, req hel
 			if running, err = runningInTx(ctx, tx, tree); err != nil {
 				return nil, err
 			}
+			if err := e.announceInterrupts(ctx, tx, running); err != nil {
+				return nil, err
+			}
 			// A closing Session cannot drain held Turns: they are cancelled.
 			for _, id := range tree {
 				if err := e.convergeCloseTx(ctx, tx, id, now); err != nil {
@@ -234,6 +237,9 @@ func (e *Engine) resumeSession(ctx context.Context, sessionID string, req helmrt
 				return nil, err
 			}
 			if tree, err = treeTx(ctx, tx, sessionID); err != nil {
+				return nil, err
+			}
+			if err := e.announceWork(ctx, tx, tree); err != nil {
 				return nil, err
 			}
 			return &helmrtype.SessionControlReceipt{ID: NewID(), SessionID: sessionID, Status: "accepted", HoldID: h.ID}, nil

@@ -151,14 +151,11 @@ func (e *Engine) startableTx(ctx context.Context, tx store.Tx, sessionID string)
 // so withMessages false skips reading them.
 func (e *Engine) startTurnTx(ctx context.Context, tx store.Tx, t *store.Turn, withMessages bool) (*store.Turn, []store.Message, error) {
 	sessionID := t.SessionID
-	if e.node != "" {
-		// With several nodes, only the Session's supervisor starts its
-		// Turns: a node cut off past its lease (whose Session another node
-		// took over) starts nothing, even before it learns so.
-		holder, err := tx.LeaseHolder(ctx, sessionID)
-		if err != nil || holder != e.node {
-			return nil, nil, err
-		}
+	// With several nodes, only the Session's supervisor starts its Turns:
+	// a node cut off past its lease (whose Session another node took over)
+	// starts nothing, even before it learns so.
+	if ok, err := e.supervisesTx(ctx, tx, sessionID); !ok || err != nil {
+		return nil, nil, err
 	}
 	now := e.Now()
 	t.Status, t.StartedAt = helmrtype.TurnRunning, &now
@@ -424,6 +421,11 @@ func (e *Engine) FailRunningTurn(ctx context.Context, sessionID, status string, 
 	var settled *helmrtype.TurnState
 	err := e.store.Update(ctx, func(tx store.Tx) error {
 		settled = nil
+		if ok, err := e.supervisesTx(ctx, tx, sessionID); !ok || err != nil {
+			// Another node took the Session over: what this node's process
+			// did is that node's to settle.
+			return err
+		}
 		now := e.Now()
 		data := map[string]any{"error": helmrtype.TurnError{Code: code, Message: message}}
 		if hold != "" {
@@ -493,8 +495,26 @@ func (e *Engine) Recover(ctx context.Context, live map[string]bool) ([]string, e
 			if live[running[i].SessionID] {
 				continue
 			}
-			if e.node != "" && leases[running[i].SessionID] != e.node {
-				continue
+			if e.node != "" {
+				if leases[running[i].SessionID] != e.node {
+					continue
+				}
+				// Read again under the Session's lock: the lease may have
+				// expired and been taken since the snapshot.
+				if ok, err := e.supervisesTx(ctx, tx, running[i].SessionID); err != nil || !ok {
+					if err != nil {
+						return err
+					}
+					continue
+				}
+				cur, err := tx.ActiveTurn(ctx, running[i].SessionID)
+				if errors.Is(err, store.ErrNotFound) || (err == nil && (cur.ID != running[i].ID || cur.Status != helmrtype.TurnRunning)) {
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				running[i] = *cur
 			}
 			const lost = "the control plane stopped while the turn ran; it is not replayed"
 			if _, _, err := e.settleTx(ctx, tx, &running[i], Settlement{Status: helmrtype.TurnInterrupted, Error: &helmrtype.TurnError{

@@ -147,7 +147,8 @@ type Tx interface {
 	// when nodeID holds none.
 	ReleaseLease(ctx context.Context, sessionID, nodeID string) error
 	// LeaseHolder returns the node whose lease of the Session is recorded,
-	// expired or not; "" when none.
+	// expired or not; "" when none. In a write transaction it takes the
+	// Session's lock, so the answer holds until the transaction ends.
 	LeaseHolder(ctx context.Context, sessionID string) (string, error)
 	// Leases returns the unexpired leases: node ID by Session ID.
 	Leases(ctx context.Context) (map[string]string, error)
@@ -156,8 +157,9 @@ type Tx interface {
 	// n names one; Kind names it. A store that serves one node does
 	// nothing.
 	Announce(ctx context.Context, n Notice) error
-	// UnleasedWork returns up to limit Sessions that have queued or running
-	// Turns and no unexpired lease, by Session ID.
+	// UnleasedWork returns up to limit Sessions, in random order, that have
+	// no unexpired lease and a running Turn, or queued Turns and no hold of
+	// their own. (A hold inherited from an ancestor is not seen here.)
 	UnleasedWork(ctx context.Context, limit int) ([]string, error)
 
 	// Deployment binaries, kept in the database so that every node can

@@ -107,6 +107,7 @@ func (s *Supervisor) endLeases() {
 	if s.stopLeases != nil {
 		s.stopLeases()
 		<-s.leasesDone
+		s.leaseWork.Wait()
 		s.stopLeases = nil
 	}
 }
@@ -138,13 +139,15 @@ func (s *Supervisor) renew(ctx context.Context) {
 	}
 	var idle []string // leases without a process here (from before a restart)
 	for _, id := range held {
-		if _, ok := s.procs[id]; !ok && s.releasing[id] == nil {
+		if _, ok := s.procs[id]; !ok && s.releasing[id] == nil && s.exiting[id] == 0 {
 			idle = append(idle, id)
 		}
 	}
 	s.mu.Unlock()
+	// Releases and kills (a thaw may take seconds) run aside, so that the
+	// next renewal is on time.
 	for _, id := range idle {
-		s.release(id)
+		s.leaseWork.Go(func() { s.release(id) })
 	}
 	for _, p := range missing {
 		p.mu.Lock()
@@ -156,7 +159,7 @@ func (s *Supervisor) renew(ctx context.Context) {
 		p.mu.Unlock()
 		if lost {
 			s.log.Warn("another node took the session over; ending its process here", "session", p.sessionID)
-			p.kill()
+			s.leaseWork.Go(p.kill)
 		}
 	}
 }
@@ -204,7 +207,7 @@ func (s *Supervisor) Notice(n store.Notice) {
 		}
 	case helmrtype.EventWaitResolved:
 		s.resumeWaits(p)
-	case helmrtype.EventSessionClosed:
+	case helmrtype.EventSessionClosed, helmrtype.EventSessionCancelled:
 		s.SessionClosed(n.SessionID)
 	}
 }
@@ -237,6 +240,11 @@ func (s *Supervisor) Resync() {
 			continue
 		}
 		if running != "-" {
+			// A Turn settled meanwhile (a cancel) is stopped here too.
+			if t, err := s.eng.RunningTurn(s.ctx, p.sessionID); err == nil && (t == nil || t.ID != running) {
+				s.cancelTurn(p, running, protocol.ReasonInterrupted)
+				continue
+			}
 			s.TurnMessage(p.sessionID, running)
 			s.resumeWaits(p)
 		}

@@ -88,6 +88,8 @@ type Supervisor struct {
 	tokens    map[string]*proc           // by hash of the process token
 	closing   bool
 	detaching bool // closing without stopping processes
+	// exiting counts the exits being recorded, by Session ID.
+	exiting map[string]int
 	// unavailable holds why the last process launch on a Computer failed,
 	// by Computer ID, until one succeeds.
 	unavailable map[string]*helmrtype.Error
@@ -97,6 +99,7 @@ type Supervisor struct {
 	// stopLeases ends the lease keeper; nil without one.
 	stopLeases context.CancelFunc
 	leasesDone chan struct{}
+	leaseWork  sync.WaitGroup // the keeper's releases and kills
 }
 
 // New returns a Supervisor and registers it with the engine.
@@ -116,7 +119,7 @@ func New(eng *engine.Engine, l Launcher, opts Options) *Supervisor {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Supervisor{eng: eng, launcher: l, log: opts.Logger, socket: opts.SocketPath, opts: opts, ctx: ctx, cancel: cancel,
 		procs: map[string]*proc{}, tokens: map[string]*proc{}, deleg: delegation.New(eng),
-		releasing: map[string]chan struct{}{}, unavailable: map[string]*helmrtype.Error{}}
+		releasing: map[string]chan struct{}{}, unavailable: map[string]*helmrtype.Error{}, exiting: map[string]int{}}
 	eng.SetNotifier(s)
 	eng.SetCommandRunner(s)
 	return s
@@ -472,6 +475,17 @@ func (s *Supervisor) forget(p *proc) {
 }
 
 func (s *Supervisor) exited(p *proc) {
+	// While the exit is recorded, the Session's lease is not idle.
+	s.mu.Lock()
+	s.exiting[p.sessionID]++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		if s.exiting[p.sessionID]--; s.exiting[p.sessionID] <= 0 {
+			delete(s.exiting, p.sessionID)
+		}
+		s.mu.Unlock()
+	}()
 	// Messages the process sent before it ended are still in the socket:
 	// let the connection drain first, so that its last words (init.failed,
 	// a settlement) count before the exit does.

@@ -57,9 +57,11 @@ func (t *tx) ReleaseLease(ctx context.Context, sessionID, nodeID string) error {
 	return t.exec(ctx, "", `DELETE FROM session_leases WHERE session_id = $1 AND node_id = $2`, sessionID, nodeID)
 }
 
+// LeaseHolder takes the Session's lock (in a write transaction), so that
+// the answer holds until the transaction ends.
 func (t *tx) LeaseHolder(ctx context.Context, sessionID string) (string, error) {
 	var n string
-	err := t.one(ctx, `SELECT node_id FROM session_leases WHERE session_id = $1`, []any{sessionID}, &n)
+	err := mapErr(t.row(ctx, sessionID, `SELECT node_id FROM session_leases WHERE session_id = $1`, sessionID).Scan(&n))
 	if errors.Is(err, store.ErrNotFound) {
 		return "", nil
 	}
@@ -84,10 +86,11 @@ func (t *tx) Leases(ctx context.Context) (map[string]string, error) {
 }
 
 func (t *tx) UnleasedWork(ctx context.Context, limit int) ([]string, error) {
-	rows, err := t.q.Query(ctx, `SELECT DISTINCT t.session_id FROM turns t
+	rows, err := t.q.Query(ctx, `SELECT session_id FROM (SELECT DISTINCT t.session_id FROM turns t
  WHERE t.status IN ('queued', 'running')
    AND NOT EXISTS (SELECT 1 FROM session_leases l WHERE l.session_id = t.session_id AND l.expires_at > now())
- ORDER BY t.session_id LIMIT $1`, limit)
+   AND (t.status = 'running' OR NOT EXISTS (SELECT 1 FROM holds h WHERE h.session_id = t.session_id AND h.released_at IS NULL))
+ ) w ORDER BY random() LIMIT $1`, limit)
 	return collectStrings(rows, err)
 }
 

@@ -73,10 +73,11 @@ func (t *tx) Leases(ctx context.Context) (map[string]string, error) {
 }
 
 func (t *tx) UnleasedWork(ctx context.Context, limit int) ([]string, error) {
-	return t.strings(ctx, `SELECT DISTINCT t.session_id FROM turns t
+	return t.strings(ctx, `SELECT session_id FROM (SELECT DISTINCT t.session_id FROM turns t
  WHERE t.status IN ('queued', 'running')
    AND NOT EXISTS (SELECT 1 FROM session_leases l WHERE l.session_id = t.session_id AND l.expires_at > ?)
- ORDER BY t.session_id LIMIT ?`, micros(time.Now()), limit)
+   AND (t.status = 'running' OR NOT EXISTS (SELECT 1 FROM holds h WHERE h.session_id = t.session_id AND h.released_at IS NULL))
+ ) ORDER BY random() LIMIT ?`, micros(time.Now()), limit)
 }
 
 // strings runs q and returns its one text column.

@@ -3220,7 +3220,7 @@ func testUnleasedWork(t *testing.T, s store.Store) {
 			status  string
 		}{
 			{"ses-a", "queued"}, {"ses-b", "running"}, {"ses-c", "completed"}, {"ses-d", "queued"}, {"ses-e", "running"},
-			{"ses-a", "queued"},
+			{"ses-a", "queued"}, {"ses-f", "queued"}, {"ses-g", "running"}, {"ses-h", "queued"},
 		} {
 			seq++
 			wantOK(t, "InsertTurn", tx.InsertTurn(ctx, newTurn(r.session, uuid.Must(uuid.NewV7()).String(), seq, r.status)))
@@ -3229,16 +3229,28 @@ func testUnleasedWork(t *testing.T, s store.Store) {
 		wantOK(t, "AcquireLease", err)
 		_, _, err = tx.AcquireLease(ctx, "ses-e", "node-a", time.Millisecond)
 		wantOK(t, "AcquireLease", err)
+		// A held Session's queued Turns wait for a resume; a running Turn
+		// of a held Session still needs a node.
+		for i, sid := range []string{"ses-f", "ses-g", "ses-h"} {
+			h := &store.Hold{ID: fmt.Sprintf("hold-%d", i), SessionID: sid, Kind: "interrupt", CanRelease: true, CreatedAt: at(i)}
+			if sid == "ses-h" {
+				h.ReleasedAt = ptr(at(9))
+			}
+			wantOK(t, "InsertHold", tx.InsertHold(ctx, h))
+		}
 		return nil
 	})
 	time.Sleep(20 * time.Millisecond)
 	view(t, s, func(ctx context.Context, tx store.Tx) error {
 		got, err := tx.UnleasedWork(ctx, 10)
 		wantOK(t, "UnleasedWork", err)
-		check(t, "UnleasedWork", got, []string{"ses-a", "ses-d", "ses-e"})
+		slices.Sort(got)
+		check(t, "UnleasedWork", got, []string{"ses-a", "ses-d", "ses-e", "ses-g", "ses-h"})
 		got, err = tx.UnleasedWork(ctx, 1)
 		wantOK(t, "UnleasedWork(limit 1)", err)
-		check(t, "UnleasedWork(limit 1)", got, []string{"ses-a"})
+		if len(got) != 1 {
+			t.Errorf("UnleasedWork(limit 1) = %v", got)
+		}
 		return nil
 	})
 }
