@@ -249,6 +249,12 @@ func TestMultiNode(t *testing.T) {
 		t.FailNow()
 	}
 	admitted.Add(echoSessions + chatSessions)
+	// A Command runs on node 0 until it dies; a survivor then marks it
+	// failed.
+	var cm helmrtype.ComputerState
+	c.must(0, "POST", "/v1/computers", helmrtype.ComputerCreateRequest{Template: "box"}, &cm)
+	var longCmd helmrtype.CommandState
+	c.must(0, "POST", "/v1/computers/"+cm.ID+"/commands", helmrtype.CommandRequest{Command: []string{"/bin/sleep", "120"}}, &longCmd)
 	// A Session on node 0 writes a file in its /workspace; its process
 	// stays there, idle, until node 0 dies.
 	var fr helmrtype.SessionCreateReceipt
@@ -379,6 +385,13 @@ func TestMultiNode(t *testing.T) {
 	c.must(1, "POST", "/v1/sessions/"+fr.Session.ID+"/turns", map[string]any{"input": text("read note")}, &rd)
 	if got := c.waitTurn(1, fr.Session.ID, rd.ID); got.Status != helmrtype.TurnCompleted || string(got.Result) != `"kept"` {
 		t.Errorf("the file written on node 0, read after the takeover: %+v", got)
+	}
+
+	// node 0's Command: failed once its heartbeat expired.
+	var cw helmrtype.CommandWaitResult
+	c.must(2, "GET", "/v1/commands/"+longCmd.ID+"/wait?timeout=30s", nil, &cw)
+	if cw.Command == nil || cw.Command.Status != helmrtype.CommandFailed || cw.Command.Error == nil || cw.Command.Error.Code != helmrtype.CodeExecutionLost {
+		t.Errorf("the Command of the killed node: %+v", cw)
 	}
 
 	// The timelines: from a survivor, complete; no Turn ran twice; the
@@ -541,6 +554,26 @@ func TestRequestsThroughAnotherNode(t *testing.T) {
 	}
 	if res := result(t, b.wait(ar.Session.ID, ar.Turn.ID)); string(res.Value) != `"through b"` {
 		t.Errorf("question through the other node: %+v", res)
+	}
+
+	// A Command runs on a; a third node starting leaves it running (it
+	// fails only its own unfinished Commands), and a cancel through b
+	// reaches it.
+	var cm helmrtype.ComputerState
+	a.must("POST", "/v1/computers", helmrtype.ComputerCreateRequest{Template: "box"}, &cm)
+	var cmd helmrtype.CommandState
+	a.must("POST", "/v1/computers/"+cm.ID+"/commands", helmrtype.CommandRequest{Command: []string{"/bin/sleep", "30"}}, &cmd)
+	third := startPlaneWith(t, "", "127.0.0.1:0", db)
+	var got helmrtype.CommandState
+	third.must("GET", "/v1/commands/"+cmd.ID, nil, &got)
+	if got.Status != helmrtype.CommandRunning {
+		t.Fatalf("a Command of another node after a node started: %+v", got)
+	}
+	b.must("POST", "/v1/commands/"+cmd.ID+"/cancel", nil, nil)
+	var w helmrtype.CommandWaitResult
+	third.must("GET", "/v1/commands/"+cmd.ID+"/wait?timeout=30s", nil, &w)
+	if w.Command == nil || w.Command.Status != helmrtype.CommandCancelled {
+		t.Errorf("a cancel through the other node: %+v", w)
 	}
 }
 

@@ -112,10 +112,14 @@ func (e *Engine) Reclaim(ctx context.Context, sessionID, launchID string, ttl ti
 	return ok, err
 }
 
-// RenewLeases extends this node's leases and returns their Sessions.
+// RenewLeases records this node's heartbeat, extends its leases, and
+// returns their Sessions.
 func (e *Engine) RenewLeases(ctx context.Context, ttl time.Duration) ([]string, error) {
 	var ids []string
 	err := e.store.Update(ctx, func(tx store.Tx) error {
+		if err := tx.Heartbeat(ctx, e.node, ttl); err != nil {
+			return err
+		}
 		var err error
 		ids, err = tx.RenewLeases(ctx, e.node, ttl)
 		return err

@@ -395,7 +395,7 @@ func (e *Engine) ExecCommand(ctx context.Context, computerID string, req helmrty
 			if err := e.placeSessionTx(ctx, tx, computerID); err != nil {
 				return nil, err
 			}
-			c := &store.Command{ID: NewID(), ComputerID: computerID, Argv: req.Command, Cwd: cwd, Env: env,
+			c := &store.Command{ID: NewID(), ComputerID: computerID, Argv: req.Command, Cwd: cwd, Env: env, NodeID: e.node,
 				Stdin: []byte(req.Stdin), TimeoutMS: timeout.Milliseconds(), Status: helmrtype.CommandRunning, CreatedAt: now, StartedAt: &now}
 			if err := tx.InsertCommand(ctx, c); err != nil {
 				return nil, err
@@ -569,23 +569,53 @@ func (e *Engine) CommandLogs(ctx context.Context, id string, after int64, limit 
 // FailUnfinishedCommands marks the Commands a previous control plane ran
 // as failed: their processes are not adopted and their outcome is unknown.
 func (e *Engine) FailUnfinishedCommands(ctx context.Context) (int, error) {
+	return e.failCommands(ctx, "the control plane restarted while the command ran; its outcome is unknown",
+		func(c *store.Command, _ map[string]bool) bool { return c.NodeID == "" || c.NodeID == e.node })
+}
+
+// FailCommandsOfDeadNodes marks failed (execution_lost) the unfinished
+// Commands of nodes whose heartbeat expired: they stopped, and with them
+// the Commands' processes or their outcome.
+func (e *Engine) FailCommandsOfDeadNodes(ctx context.Context) (int, error) {
+	return e.failCommands(ctx, "the control-plane node that ran the command stopped; its outcome is unknown",
+		func(c *store.Command, live map[string]bool) bool { return c.NodeID != "" && c.NodeID != e.node && !live[c.NodeID] })
+}
+
+// failCommands marks failed the unfinished Commands that lost says are
+// lost (given the live nodes).
+func (e *Engine) failCommands(ctx context.Context, why string, lost func(*store.Command, map[string]bool) bool) (int, error) {
 	var n int
+	var ids []string
 	err := e.store.Update(ctx, func(tx store.Tx) error {
+		n, ids = 0, nil
 		cmds, err := tx.UnfinishedCommands(ctx)
+		if err != nil || len(cmds) == 0 {
+			return err
+		}
+		live, err := tx.LiveNodes(ctx)
 		if err != nil {
 			return err
 		}
 		now := e.Now()
 		for i := range cmds {
 			c := &cmds[i]
+			if !lost(c, live) {
+				continue
+			}
 			c.Status, c.EndedAt = helmrtype.CommandFailed, &now
-			c.Error = string(helmrtype.CodeExecutionLost) + ": the control plane restarted while the command ran; its outcome is unknown"
+			c.Error = string(helmrtype.CodeExecutionLost) + ": " + why
 			if err := tx.UpdateCommand(ctx, c); err != nil {
 				return err
 			}
+			n++
+			ids = append(ids, c.ID)
 		}
-		n = len(cmds)
 		return nil
 	})
+	if err == nil {
+		for _, id := range ids {
+			e.wake(commandKey(id))
+		}
+	}
 	return n, err
 }

@@ -146,6 +146,10 @@ type Tx interface {
 	// ReleaseLease ends nodeID's lease of the Session; it is not an error
 	// when nodeID holds none.
 	ReleaseLease(ctx context.Context, sessionID, nodeID string) error
+	// Heartbeat records that nodeID is alive for ttl from now.
+	Heartbeat(ctx context.Context, nodeID string, ttl time.Duration) error
+	// LiveNodes returns the nodes whose heartbeat has not expired.
+	LiveNodes(ctx context.Context) (map[string]bool, error)
 	// LeaseHolder returns the node whose lease of the Session is recorded,
 	// expired or not; "" when none. In a write transaction it takes the
 	// Session's lock, so the answer holds until the transaction ends.
@@ -280,6 +284,8 @@ type Command struct {
 	CreatedAt time.Time
 	StartedAt *time.Time
 	EndedAt   *time.Time
+	// NodeID is the control-plane node that runs it ("" with one node).
+	NodeID string
 }
 
 // CommandLog is one chunk of a Command's output.

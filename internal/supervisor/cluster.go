@@ -164,8 +164,14 @@ func (s *Supervisor) renew(ctx context.Context) {
 	}
 }
 
-// sweep takes over Sessions with work that no node supervises.
+// sweep takes over Sessions with work that no node supervises, and fails
+// the Commands of nodes that stopped.
 func (s *Supervisor) sweep(ctx context.Context) {
+	if n, err := s.eng.FailCommandsOfDeadNodes(ctx); err != nil && ctx.Err() == nil {
+		s.log.Error("fail the commands of stopped nodes", "err", err)
+	} else if n > 0 {
+		s.log.Warn("commands of a stopped node are marked failed", "count", n)
+	}
 	ids, err := s.eng.UnleasedWork(ctx, sweepLimit)
 	if err != nil {
 		if ctx.Err() == nil {

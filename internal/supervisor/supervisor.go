@@ -1096,7 +1096,15 @@ func (s *Supervisor) cancelTurn(p *proc, turnID, reason string) {
 // running Turns; other running Turns settle interrupted (execution_lost).
 // Sessions with queued Turns get processes.
 func (s *Supervisor) Recover(ctx context.Context) error {
+	if s.clustered() {
+		// Alive before anything: the other nodes fail the Commands of a
+		// node without a heartbeat.
+		if _, err := s.eng.RenewLeases(ctx, s.opts.LeaseTTL); err != nil {
+			return err
+		}
+	}
 	// Commands are not adopted across a restart: their outcome is lost.
+	// (With several nodes, only this node's.)
 	if n, err := s.eng.FailUnfinishedCommands(ctx); err != nil {
 		return err
 	} else if n > 0 {

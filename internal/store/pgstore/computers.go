@@ -105,7 +105,7 @@ func (t *tx) UpdateComputer(ctx context.Context, c *store.Computer) error {
 
 // --- commands ---
 
-const commandCols = `id, computer_id, argv, cwd, env, stdin, timeout_ms, status, exit_code, error, created_at, started_at, ended_at`
+const commandCols = `id, computer_id, argv, cwd, env, stdin, timeout_ms, status, exit_code, error, created_at, started_at, ended_at, node_id`
 
 func scanCommand(row pgx.Row) (*store.Command, error) {
 	var c store.Command
@@ -113,7 +113,7 @@ func scanCommand(row pgx.Row) (*store.Command, error) {
 	var stdin []byte
 	var exit *int64
 	if err := row.Scan(&c.ID, &c.ComputerID, &argv, &c.Cwd, &env, &stdin, &c.TimeoutMS, &c.Status, &exit, &c.Error,
-		&c.CreatedAt, &c.StartedAt, &c.EndedAt); err != nil {
+		&c.CreatedAt, &c.StartedAt, &c.EndedAt, &c.NodeID); err != nil {
 		return nil, err
 	}
 	var err error
@@ -151,9 +151,9 @@ func (t *tx) InsertCommand(ctx context.Context, c *store.Command) error {
 	if err != nil {
 		return err
 	}
-	return t.insert(ctx, nil, `INSERT INTO commands(`+commandCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+	return t.insert(ctx, nil, `INSERT INTO commands(`+commandCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
 		c.ID, c.ComputerID, argv, c.Cwd, env, nullBytes(c.Stdin), c.TimeoutMS, c.Status, exitCode(c.ExitCode), c.Error,
-		c.CreatedAt, c.StartedAt, c.EndedAt)
+		c.CreatedAt, c.StartedAt, c.EndedAt, c.NodeID)
 }
 
 func (t *tx) GetCommand(ctx context.Context, id string) (*store.Command, error) {

@@ -133,3 +133,18 @@ func (t *tx) Announce(ctx context.Context, n store.Notice) error {
 		n.SessionID, n.Kind, n.TurnID)
 	return mapErr(err)
 }
+
+func (t *tx) Heartbeat(ctx context.Context, nodeID string, ttl time.Duration) error {
+	return t.exec(ctx, "", `INSERT INTO nodes(id, expires_at) VALUES ($1, now() + $2 * interval '1 microsecond')
+ ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at`, nodeID, ttl.Microseconds())
+}
+
+func (t *tx) LiveNodes(ctx context.Context) (map[string]bool, error) {
+	rows, err := t.q.Query(ctx, `SELECT id FROM nodes WHERE expires_at > now()`)
+	ids, err := collectStrings(rows, err)
+	out := map[string]bool{}
+	for _, id := range ids {
+		out[id] = true
+	}
+	return out, err
+}

@@ -105,7 +105,7 @@ func (t *tx) UpdateComputer(ctx context.Context, c *store.Computer) error {
 
 // --- commands ---
 
-const commandCols = `id, computer_id, argv, cwd, env, stdin, timeout_ms, status, exit_code, error, created_at, started_at, ended_at`
+const commandCols = `id, computer_id, argv, cwd, env, stdin, timeout_ms, status, exit_code, error, created_at, started_at, ended_at, node_id`
 
 func scanCommand(sc interface{ Scan(...any) error }) (*store.Command, error) {
 	var c store.Command
@@ -115,7 +115,7 @@ func scanCommand(sc interface{ Scan(...any) error }) (*store.Command, error) {
 	var created int64
 	var started, ended sql.NullInt64
 	if err := sc.Scan(&c.ID, &c.ComputerID, &argv, &c.Cwd, &env, &stdin, &c.TimeoutMS, &c.Status, &exit, &c.Error,
-		&created, &started, &ended); err != nil {
+		&created, &started, &ended, &c.NodeID); err != nil {
 		return nil, err
 	}
 	var err error
@@ -144,9 +144,9 @@ func (t *tx) InsertCommand(ctx context.Context, c *store.Command) error {
 	if err != nil {
 		return err
 	}
-	return t.exec(ctx, `INSERT INTO commands(`+commandCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	return t.exec(ctx, `INSERT INTO commands(`+commandCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		c.ID, c.ComputerID, argv, c.Cwd, env, nullBytes(c.Stdin), c.TimeoutMS, c.Status, nullInt(c.ExitCode), c.Error,
-		micros(c.CreatedAt), nullMicros(c.StartedAt), nullMicros(c.EndedAt))
+		micros(c.CreatedAt), nullMicros(c.StartedAt), nullMicros(c.EndedAt), c.NodeID)
 }
 
 func (t *tx) GetCommand(ctx context.Context, id string) (*store.Command, error) {

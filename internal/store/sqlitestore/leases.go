@@ -112,3 +112,17 @@ func (t *tx) GetBinary(ctx context.Context, digest string) ([]byte, error) {
 
 // Announce does nothing: a SQLite database serves one node.
 func (t *tx) Announce(ctx context.Context, n store.Notice) error { return nil }
+
+func (t *tx) Heartbeat(ctx context.Context, nodeID string, ttl time.Duration) error {
+	return t.exec(ctx, `INSERT INTO nodes(id, expires_at) VALUES (?, ?) ON CONFLICT(id) DO UPDATE SET expires_at = excluded.expires_at`,
+		nodeID, micros(time.Now().Add(ttl)))
+}
+
+func (t *tx) LiveNodes(ctx context.Context) (map[string]bool, error) {
+	ids, err := t.strings(ctx, `SELECT id FROM nodes WHERE expires_at > ?`, micros(time.Now()))
+	out := map[string]bool{}
+	for _, id := range ids {
+		out[id] = true
+	}
+	return out, err
+}

@@ -64,6 +64,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Leases", testLeases},
 		{"UnleasedWork", testUnleasedWork},
 		{"Binaries", testBinaries},
+		{"Heartbeats", testHeartbeats},
 		{"UpdateErrorWritesNothing", testUpdateErrorWritesNothing},
 		{"UpdateCanceledContext", testUpdateCanceledContext},
 		{"TxUsableAfterError", testTxUsableAfterError},
@@ -2853,7 +2854,7 @@ func commandIDs(cs []store.Command) []string {
 func testCommands(t *testing.T, s store.Store) {
 	full := &store.Command{ID: "cmd-1", ComputerID: "cmp-1", Argv: []string{"sh", "-c", "echo \"$A\" | tr a-z A-Z", "", "ü\n\t"},
 		Cwd: "/workspace/src", Env: []string{"A=1", "B= two ", "C=ü=\"x\""}, Stdin: []byte("in\x00put\xff\n"),
-		TimeoutMS: 30_000, Status: "queued", CreatedAt: at(30)}
+		TimeoutMS: 30_000, Status: "queued", CreatedAt: at(30), NodeID: "node-1"}
 	running := &store.Command{ID: "cmd-2", ComputerID: "cmp-1", Argv: []string{"true"}, Status: "running",
 		CreatedAt: at(29), StartedAt: ptr(at(31))}
 	exited := &store.Command{ID: "cmd-3", ComputerID: "cmp-2", Argv: []string{"false"}, Status: "exited",
@@ -3208,6 +3209,27 @@ func testLeases(t *testing.T, s store.Store) {
 	if leases()["ses-6"] != "node-c" {
 		t.Errorf("a renewed lease is not listed")
 	}
+}
+
+// testHeartbeats checks the nodes' heartbeats.
+func testHeartbeats(t *testing.T, s store.Store) {
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		wantOK(t, "Heartbeat", tx.Heartbeat(ctx, "node-a", time.Hour))
+		wantOK(t, "Heartbeat", tx.Heartbeat(ctx, "node-b", time.Millisecond))
+		wantOK(t, "Heartbeat", tx.Heartbeat(ctx, "node-c", time.Millisecond))
+		return nil
+	})
+	time.Sleep(20 * time.Millisecond)
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		wantOK(t, "Heartbeat again", tx.Heartbeat(ctx, "node-c", time.Hour))
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		live, err := tx.LiveNodes(ctx)
+		wantOK(t, "LiveNodes", err)
+		check(t, "LiveNodes", live, map[string]bool{"node-a": true, "node-c": true})
+		return nil
+	})
 }
 
 // testUnleasedWork checks the Sessions with queued or running Turns that
