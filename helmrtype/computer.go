@@ -11,12 +11,12 @@ const (
 
 // Computer residencies: where its processes are now.
 const (
-	ResidencyCold        = "cold"     // no process runs
-	ResidencyStarting    = "starting" // a process is starting
-	ResidencyRunning     = "running"  // a process runs
-	ResidencyParking     = "parking"   // its processes are being frozen
-	ResidencyParked      = "parked"    // its processes are frozen (hibernated); they resume on demand
-	ResidencyRestoring   = "restoring" // its frozen processes are being thawed
+	ResidencyCold      = "cold"      // no process runs
+	ResidencyStarting  = "starting"  // a process is starting
+	ResidencyRunning   = "running"   // a process runs
+	ResidencyParking   = "parking"   // its processes are being frozen
+	ResidencyParked    = "parked"    // its processes are frozen (hibernated); they resume on demand
+	ResidencyRestoring = "restoring" // its frozen processes are being thawed
 	// ResidencyUnavailable: its last process could not start; the
 	// Computer's error says why. The next start tries again.
 	ResidencyUnavailable = "unavailable"

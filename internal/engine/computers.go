@@ -33,7 +33,7 @@ type nopRunner struct{}
 
 func (nopRunner) StartCommand(store.Command)                   {}
 func (nopRunner) CancelCommand(string)                         {}
-func (nopRunner) Residency(string) (string, *helmrtype.Error) { return helmrtype.ResidencyCold, nil }
+func (nopRunner) Residency(string) (string, *helmrtype.Error)  { return helmrtype.ResidencyCold, nil }
 func (nopRunner) RemoveComputer(context.Context, string) error { return nil }
 
 // SetCommandRunner sets who runs Commands; the supervisor.
@@ -578,7 +578,9 @@ func (e *Engine) FailUnfinishedCommands(ctx context.Context) (int, error) {
 // the Commands' processes or their outcome.
 func (e *Engine) FailCommandsOfDeadNodes(ctx context.Context) (int, error) {
 	return e.failCommands(ctx, "the control-plane node that ran the command stopped; its outcome is unknown",
-		func(c *store.Command, live map[string]bool) bool { return c.NodeID != "" && c.NodeID != e.node && !live[c.NodeID] })
+		func(c *store.Command, live map[string]bool) bool {
+			return c.NodeID != "" && c.NodeID != e.node && !live[c.NodeID]
+		})
 }
 
 // failCommands marks failed the unfinished Commands that lost says are

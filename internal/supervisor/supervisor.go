@@ -176,14 +176,14 @@ type proc struct {
 	// timeouts; see suspend.go.
 	waits map[string]time.Duration
 	// mcpCalls counts runtime MCP calls in flight: the process is busy.
-	mcpCalls   int
-	freeze     freezer.Handle // nil when the host cannot freeze
-	frozen     bool
+	mcpCalls int
+	freeze   freezer.Handle // nil when the host cannot freeze
+	frozen   bool
 	// parking and restoring: a Freeze or a Thaw is in progress.
 	parking, restoring bool
-	lastActive time.Time
-	idleTimer  *time.Timer
-	welcomed   bool // welcome was sent on the connection
+	lastActive         time.Time
+	idleTimer          *time.Timer
+	welcomed           bool // welcome was sent on the connection
 	// sessionClosed: the Session is closed; the process stops once idle.
 	sessionClosed bool
 	// recorded is closed once a new launch is recorded in the store and

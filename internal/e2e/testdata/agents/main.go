@@ -24,7 +24,9 @@ type text = helmr.InputContent
 // start a process.
 var unreachable = helmr.Agent(helmr.AgentSpec[text, any, struct{}]{ID: "unreachable",
 	Template: helmr.Template(helmr.TemplateSpec{ID: "unreachable", Image: helmr.Image("unreachable").From("127.0.0.1:9/helmr-test/none:1")}),
-	Turn: func(ctx context.Context, t *helmr.Turn[text], ac *helmr.AgentContext[struct{}]) (any, error) { return nil, nil }})
+	Turn: func(ctx context.Context, t *helmr.Turn[text], ac *helmr.AgentContext[struct{}]) (any, error) {
+		return nil, nil
+	}})
 
 // echo responds with its input and writes two output fragments.
 var echo = helmr.Agent(helmr.AgentSpec[text, map[string]any, struct{}]{ID: "echo", Template: box,
