@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
@@ -73,38 +74,48 @@ func ReadManifest(ctx context.Context, binary string) (helmrtype.Manifest, error
 // returns the digest and the stored path. Storing the same bytes twice
 // keeps one file.
 func Store(dir string, r io.Reader) (digest, path string, err error) {
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return "", "", err
-	}
-	tmp, err := os.CreateTemp(dir, ".upload-*")
+	tmp, digest, _, err := writeTemp(dir, ".upload-*", r)
 	if err != nil {
 		return "", "", err
 	}
-	defer os.Remove(tmp.Name())
-	h := sha256.New()
-	if _, err := io.Copy(io.MultiWriter(tmp, h), r); err != nil {
-		tmp.Close()
-		return "", "", err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return "", "", err
-	}
-	if err := tmp.Close(); err != nil {
-		return "", "", err
-	}
-	digest = "sha256:" + hex.EncodeToString(h.Sum(nil))
-	path = filepath.Join(dir, hex.EncodeToString(h.Sum(nil)))
+	defer os.Remove(tmp)
+	path = filepath.Join(dir, strings.TrimPrefix(digest, "sha256:"))
 	if _, err := os.Stat(path); err == nil {
 		return digest, path, nil
 	}
-	if err := os.Chmod(tmp.Name(), 0o550); err != nil {
+	if err := os.Chmod(tmp, 0o550); err != nil {
 		return "", "", err
 	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := os.Rename(tmp, path); err != nil {
 		return "", "", err
 	}
 	return digest, path, nil
+}
+
+// writeTemp copies r into a new temporary file in dir (named after
+// pattern), synced, and returns its path, the SHA-256 digest of its bytes
+// ("sha256:…") and their count. The caller removes or renames the file.
+func writeTemp(dir, pattern string, r io.Reader) (path, digest string, n int64, err error) {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return "", "", 0, err
+	}
+	tmp, err := os.CreateTemp(dir, pattern)
+	if err != nil {
+		return "", "", 0, err
+	}
+	h := sha256.New()
+	n, err = io.Copy(io.MultiWriter(tmp, h), r)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return "", "", 0, err
+	}
+	return tmp.Name(), "sha256:" + hex.EncodeToString(h.Sum(nil)), n, nil
 }
 
 // Built is an agent program built from source, ready to publish.

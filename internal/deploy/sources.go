@@ -238,35 +238,17 @@ func SourcesArchive(dir, digest string) string {
 // CodeSourcesInvalid and leaves nothing behind. Storing the same archive
 // twice keeps one copy.
 func StoreSources(dir string, r io.Reader) (digest, srcDir string, err error) {
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return "", "", err
-	}
-	tmp, err := os.CreateTemp(dir, ".sources-*")
+	tmp, digest, n, err := writeTemp(dir, ".sources-*", io.LimitReader(r, MaxSources+1))
 	if err != nil {
 		return "", "", err
 	}
-	defer os.Remove(tmp.Name())
-	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(r, MaxSources+1))
-	if err != nil {
-		tmp.Close()
-		return "", "", err
-	}
+	defer os.Remove(tmp)
 	if n > MaxSources {
-		tmp.Close()
 		return "", "", helmrtype.Errorf(helmrtype.CodeLimitExceeded, "the sources archive is larger than %d bytes", int64(MaxSources))
 	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return "", "", err
-	}
-	if err := tmp.Close(); err != nil {
-		return "", "", err
-	}
-	digest = "sha256:" + hex.EncodeToString(h.Sum(nil))
 	srcDir = SourcesDir(dir, digest)
 	if _, err := os.Stat(srcDir); err != nil {
-		if err := unpackFile(tmp.Name(), srcDir); err != nil {
+		if err := unpackFile(tmp, srcDir); err != nil {
 			return "", "", err
 		}
 	}
@@ -274,10 +256,10 @@ func StoreSources(dir string, r io.Reader) (digest, srcDir string, err error) {
 	if _, err := os.Stat(archive); err == nil {
 		return digest, srcDir, nil
 	}
-	if err := os.Chmod(tmp.Name(), 0o440); err != nil {
+	if err := os.Chmod(tmp, 0o440); err != nil {
 		return "", "", err
 	}
-	if err := os.Rename(tmp.Name(), archive); err != nil {
+	if err := os.Rename(tmp, archive); err != nil {
 		return "", "", err
 	}
 	return digest, srcDir, nil
