@@ -255,5 +255,29 @@ func (e *Engine) announceWork(ctx context.Context, tx store.Tx, ids []string) er
 	return nil
 }
 
+// InterruptDue reports whether a Turn running in the Session should be
+// interrupted: an interrupt hold applies to it (its own or an ancestor's),
+// or the Session was cancelled. A node that may have missed the notice
+// asks it (Resync).
+func (e *Engine) InterruptDue(ctx context.Context, sessionID string) (bool, error) {
+	var due bool
+	err := e.store.View(ctx, func(tx store.Tx) error {
+		s, err := e.getSessionTx(ctx, tx, sessionID)
+		if err != nil {
+			return err
+		}
+		if s.Status == helmrtype.SessionClosed {
+			due = true
+			return nil
+		}
+		hs, err := e.holdsTx(ctx, tx, sessionID)
+		for _, h := range hs {
+			due = due || h.Kind == helmrtype.HoldInterrupt
+		}
+		return err
+	})
+	return due, err
+}
+
 // turnKey names a Turn's watchers.
 func turnKey(sessionID, turnID string) string { return sessionID + "\x00" + turnID }

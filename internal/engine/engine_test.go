@@ -293,3 +293,39 @@ func TestLimitsCountPlainJSON(t *testing.T) {
 		t.Fatalf("encoded size %d", n)
 	}
 }
+
+// TestInterruptDue: a node that missed a notice asks whether the Turn it
+// runs should stop: yes after an interrupt (of the Session or an
+// ancestor) or a cancel, not for a plain running Turn.
+func TestInterruptDue(t *testing.T) {
+	e := newEngine(t)
+	ctx := context.Background()
+	due := func(sid string) bool {
+		t.Helper()
+		d, err := e.InterruptDue(ctx, sid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	a, _ := running(t, e)
+	if due(a) {
+		t.Error("due for a plain running Turn")
+	}
+	if _, err := e.InterruptSession(ctx, a, helmrtype.ControlRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if !due(a) {
+		t.Error("not due after an interrupt")
+	}
+	b, _ := running(t, e)
+	if _, err := e.CancelSession(ctx, b, helmrtype.ControlRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if !due(b) {
+		t.Error("not due after a cancel")
+	}
+	if _, err := e.InterruptDue(ctx, "00000000-0000-7000-8000-000000000000"); !errors.Is(err, helmrtype.CodeNotFound) {
+		t.Errorf("an unknown Session: %v", err)
+	}
+}

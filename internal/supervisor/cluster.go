@@ -246,8 +246,13 @@ func (s *Supervisor) Resync() {
 			continue
 		}
 		if running != "-" {
-			// A Turn settled meanwhile (a cancel) is stopped here too.
+			// A Turn settled meanwhile, or one whose Session was interrupted
+			// or cancelled meanwhile, is stopped here too.
 			if t, err := s.eng.RunningTurn(s.ctx, p.sessionID); err == nil && (t == nil || t.ID != running) {
+				s.cancelTurn(p, running, protocol.ReasonInterrupted)
+				continue
+			}
+			if due, err := s.eng.InterruptDue(s.ctx, p.sessionID); err == nil && due {
 				s.cancelTurn(p, running, protocol.ReasonInterrupted)
 				continue
 			}
