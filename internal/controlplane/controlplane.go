@@ -94,6 +94,10 @@ type ControlPlane struct {
 	stopSweep context.CancelFunc
 	sweepDone chan struct{}
 
+	// cleanups run when the control plane stops: they remove the cgroups
+	// it made that nothing uses.
+	cleanups []func()
+
 	// shared: the database is shared with other nodes (PostgreSQL).
 	shared     bool
 	stopListen context.CancelFunc
@@ -251,6 +255,7 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	os.Remove(cp.SocketPath)
 	cp.Engine = engine.New(st, engine.Options{Clock: cfg.Clock, Logger: cfg.Logger, PublicURL: cfg.PublicURL, NodeID: cfg.NodeID})
 	fz := freezer.New(cfg.Logger, "helmr-"+dataDirID(cfg.DataDir))
+	var cleanups []func()
 	l := cfg.Launcher
 	if l == nil {
 		dir := cfg.ComputersDir
@@ -276,10 +281,13 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		if d := prov.LimitsDir(); d != "" {
 			freezer.NestUnder(fz, d)
 		}
+		cleanups = append(cleanups, prov.Cleanup)
 	}
+	cleanups = append(cleanups, func() { freezer.Cleanup(fz) })
 	cp.Supervisor = supervisor.New(cp.Engine, l, supervisor.Options{SocketPath: cp.SocketPath, Logger: cfg.Logger,
 		ReconnectWindow: cfg.ReconnectWindow, ReattachWindow: cfg.ReattachWindow, Freezer: fz,
 		LeaseTTL: cfg.LeaseTTL, ResolveBinary: cp.resolveBinary, ResolveSources: cp.resolveSources})
+	cp.cleanups = cleanups
 	cp.Server = server.New(cp.Engine, server.Options{Logger: cfg.Logger, DeploymentsDir: cp.DeploymentsDir(), Ready: cp.ready,
 		Publish: cp.PublishDeployment})
 	cp.protoLn, err = net.Listen("unix", cp.SocketPath)
@@ -396,6 +404,9 @@ func (cp *ControlPlane) Close(ctx context.Context) error {
 }
 
 func (cp *ControlPlane) closeStore() error {
+	for _, f := range cp.cleanups {
+		f()
+	}
 	err := cp.Store.Close()
 	os.Remove(cp.SocketPath)
 	cp.lock.Close()

@@ -29,6 +29,15 @@ type cgroupFreezer struct {
 	nest []string
 }
 
+// Cleanup removes a cgroup freezer's parent group when no attached tree is
+// left in it (call it when the control plane stops); other freezers and a
+// group in use are left alone.
+func Cleanup(f Freezer) {
+	if cf, ok := f.(*cgroupFreezer); ok {
+		syscall.Rmdir(cf.base)
+	}
+}
+
 // NestUnder makes a cgroup v2 freezer leave a process in its group when
 // that group lies under one of dirs (cgroup v2 directories in the same
 // hierarchy, such as the groups that hold Computers' resource limits): the

@@ -228,6 +228,24 @@ func (l *limiter) setLimits(id string, mem int64, cpu float64) error {
 	return write(filepath.Join(cd, "cpu.cfs_quota_us"), quota)
 }
 
+// cleanup removes the cgroups of Computers that have no process, and the
+// parent groups when nothing is left in them (a stopping control plane;
+// groups in use stay).
+func (l *limiter) cleanup() {
+	for _, base := range []string{l.mem, l.cpu} {
+		if base == "" {
+			continue
+		}
+		entries, _ := os.ReadDir(base)
+		for _, e := range entries {
+			if e.IsDir() {
+				syscall.Rmdir(filepath.Join(base, e.Name()))
+			}
+		}
+		syscall.Rmdir(base)
+	}
+}
+
 // remove deletes a Computer's cgroups (they must be empty).
 func (l *limiter) remove(id string) {
 	if l.kind() == "" {

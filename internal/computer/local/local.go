@@ -142,6 +142,10 @@ func (p *Provider) Create(ctx context.Context, spec computer.Spec) error {
 	return nil
 }
 
+// Cleanup removes the cgroups this provider made that no process uses
+// (call it when the control plane stops). Groups still in use stay.
+func (p *Provider) Cleanup() { p.limits.cleanup() }
+
 // LimitsDir returns the cgroup v2 directory that holds the Computers'
 // limit groups, "" when limits use cgroup v1 or none apply. A freezer must
 // keep processes under it (freezer.NestUnder), or they would escape their
