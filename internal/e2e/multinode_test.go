@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/helmr-go/helmr/helmrclient"
 	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/controlplane"
 	"github.com/helmr-go/helmr/internal/store/pgstore/pgtest"
 	"github.com/jackc/pgx/v5"
 )
@@ -713,3 +715,42 @@ func hasKind(c *nodes, i int, sessionID, kind string) bool {
 	}
 	return false
 }
+
+// TestTwinNodeIDIsReported: two control planes started with one node ID
+// (a copied data directory) are told loudly.
+func TestTwinNodeIDIsReported(t *testing.T) {
+	db := pgtest.URL(t)
+	var mu sync.Mutex
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(writerFunc(func(b []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.Write(b)
+	}), nil))
+	for range 2 {
+		cp, err := controlplane.Open(t.Context(), controlplane.Config{DataDir: t.TempDir(), Database: db, NodeID: "twin",
+			LeaseTTL: 300 * time.Millisecond, Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cp.Close(context.Background()) })
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		found := strings.Contains(logs.String(), "another running control plane uses this node's ID")
+		mu.Unlock()
+		if found {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("two control planes with one node ID were not reported")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// writerFunc is an io.Writer made of a function.
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }

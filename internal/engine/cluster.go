@@ -116,15 +116,25 @@ func (e *Engine) Reclaim(ctx context.Context, sessionID, launchID string, ttl ti
 // returns their Sessions.
 func (e *Engine) RenewLeases(ctx context.Context, ttl time.Duration) ([]string, error) {
 	var ids []string
+	var prev string
 	err := e.store.Update(ctx, func(tx store.Tx) error {
-		if err := tx.Heartbeat(ctx, e.node, ttl); err != nil {
+		var err error
+		if prev, err = tx.Heartbeat(ctx, e.node, e.incarnation, ttl); err != nil {
 			return err
 		}
-		var err error
 		ids, err = tx.RenewLeases(ctx, e.node, ttl)
 		return err
 	})
-	return ids, err
+	if err != nil {
+		return nil, err
+	}
+	// Another incarnation at the first heartbeat is this node's previous
+	// run; later, another process that runs with this node ID.
+	if first := !e.beat.Swap(true); !first && prev != "" && prev != e.incarnation {
+		e.log.Error("another running control plane uses this node's ID: give each node its own data directory or --node-id; sessions may run twice",
+			"node", e.node)
+	}
+	return ids, nil
 }
 
 // ReleaseLease ends this node's lease of the Session.

@@ -91,8 +91,11 @@ type Engine struct {
 	pressure atomic.Bool
 	// publicURL is the base of Token callback URLs.
 	publicURL string
-	// node is this node's ID among several (Options.NodeID).
-	node string
+	// node is this node's ID among several (Options.NodeID), incarnation
+	// this process's run of it, and beat whether it has renewed once.
+	node        string
+	incarnation string
+	beat        atomic.Bool
 
 	keys    sync.Map // API key hash → *store.APIKey
 	parents sync.Map // Session ID → parent Session ID (immutable)
@@ -108,7 +111,8 @@ func New(s store.Store, opts Options) *Engine {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Engine{store: s, clock: opts.Clock, log: opts.Logger, notifier: nopNotifier{}, hub: newHub[struct{}](),
-		turns: newHub[*helmrtype.TurnState](), sched: sched{clock: opts.Clock}, publicURL: strings.TrimRight(opts.PublicURL, "/"), node: opts.NodeID}
+		turns: newHub[*helmrtype.TurnState](), sched: sched{clock: opts.Clock}, publicURL: strings.TrimRight(opts.PublicURL, "/"), node: opts.NodeID,
+		incarnation: NewID()}
 }
 
 // SetPublicURL sets the base of Token callback URLs, when it is known only

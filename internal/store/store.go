@@ -146,8 +146,12 @@ type Tx interface {
 	// ReleaseLease ends nodeID's lease of the Session; it is not an error
 	// when nodeID holds none.
 	ReleaseLease(ctx context.Context, sessionID, nodeID string) error
-	// Heartbeat records that nodeID is alive for ttl from now.
-	Heartbeat(ctx context.Context, nodeID string, ttl time.Duration) error
+	// Heartbeat records that nodeID, run by the process incarnation, is
+	// alive for ttl from now. It returns the incarnation that the previous
+	// heartbeat recorded while it is unexpired ("" when none): another
+	// incarnation there means another process runs with the same node ID,
+	// or this node restarted within the ttl.
+	Heartbeat(ctx context.Context, nodeID, incarnation string, ttl time.Duration) (string, error)
 	// LiveNodes returns the nodes whose heartbeat has not expired.
 	LiveNodes(ctx context.Context) (map[string]bool, error)
 	// LeaseHolder returns the node whose lease of the Session is recorded,

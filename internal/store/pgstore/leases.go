@@ -134,9 +134,14 @@ func (t *tx) Announce(ctx context.Context, n store.Notice) error {
 	return mapErr(err)
 }
 
-func (t *tx) Heartbeat(ctx context.Context, nodeID string, ttl time.Duration) error {
-	return t.exec(ctx, "", `INSERT INTO nodes(id, expires_at) VALUES ($1, now() + $2 * interval '1 microsecond')
- ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at`, nodeID, ttl.Microseconds())
+func (t *tx) Heartbeat(ctx context.Context, nodeID, incarnation string, ttl time.Duration) (string, error) {
+	var prev string
+	err := t.one(ctx, `SELECT incarnation FROM nodes WHERE id = $1 AND expires_at > now()`, []any{nodeID}, &prev)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return "", err
+	}
+	return prev, t.exec(ctx, "", `INSERT INTO nodes(id, incarnation, expires_at) VALUES ($1, $2, now() + $3 * interval '1 microsecond')
+ ON CONFLICT (id) DO UPDATE SET incarnation = excluded.incarnation, expires_at = excluded.expires_at`, nodeID, incarnation, ttl.Microseconds())
 }
 
 func (t *tx) LiveNodes(ctx context.Context) (map[string]bool, error) {

@@ -113,9 +113,16 @@ func (t *tx) GetBinary(ctx context.Context, digest string) ([]byte, error) {
 // Announce does nothing: a SQLite database serves one node.
 func (t *tx) Announce(ctx context.Context, n store.Notice) error { return nil }
 
-func (t *tx) Heartbeat(ctx context.Context, nodeID string, ttl time.Duration) error {
-	return t.exec(ctx, `INSERT INTO nodes(id, expires_at) VALUES (?, ?) ON CONFLICT(id) DO UPDATE SET expires_at = excluded.expires_at`,
-		nodeID, micros(time.Now().Add(ttl)))
+func (t *tx) Heartbeat(ctx context.Context, nodeID, incarnation string, ttl time.Duration) (string, error) {
+	now := time.Now()
+	var prev string
+	err := t.one(ctx, `SELECT incarnation FROM nodes WHERE id = ? AND expires_at > ?`, []any{nodeID, micros(now)}, &prev)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return "", err
+	}
+	return prev, t.exec(ctx, `INSERT INTO nodes(id, incarnation, expires_at) VALUES (?, ?, ?)
+ ON CONFLICT(id) DO UPDATE SET incarnation = excluded.incarnation, expires_at = excluded.expires_at`,
+		nodeID, incarnation, micros(now.Add(ttl)))
 }
 
 func (t *tx) LiveNodes(ctx context.Context) (map[string]bool, error) {

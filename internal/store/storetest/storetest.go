@@ -3213,17 +3213,24 @@ func testLeases(t *testing.T, s store.Store) {
 
 // testHeartbeats checks the nodes' heartbeats.
 func testHeartbeats(t *testing.T, s store.Store) {
-	update(t, s, func(ctx context.Context, tx store.Tx) error {
-		wantOK(t, "Heartbeat", tx.Heartbeat(ctx, "node-a", time.Hour))
-		wantOK(t, "Heartbeat", tx.Heartbeat(ctx, "node-b", time.Millisecond))
-		wantOK(t, "Heartbeat", tx.Heartbeat(ctx, "node-c", time.Millisecond))
-		return nil
-	})
+	beat := func(node, inc string, ttl time.Duration, wantPrev string) {
+		t.Helper()
+		update(t, s, func(ctx context.Context, tx store.Tx) error {
+			prev, err := tx.Heartbeat(ctx, node, inc, ttl)
+			wantOK(t, "Heartbeat", err)
+			if prev != wantPrev {
+				t.Errorf("Heartbeat(%s, %s) = previous %q, want %q", node, inc, prev, wantPrev)
+			}
+			return nil
+		})
+	}
+	beat("node-a", "i1", time.Hour, "")
+	beat("node-a", "i1", time.Hour, "i1")
+	beat("node-a", "i2", time.Hour, "i1") // another process with node-a's ID
+	beat("node-b", "i3", time.Millisecond, "")
+	beat("node-c", "i4", time.Millisecond, "")
 	time.Sleep(20 * time.Millisecond)
-	update(t, s, func(ctx context.Context, tx store.Tx) error {
-		wantOK(t, "Heartbeat again", tx.Heartbeat(ctx, "node-c", time.Hour))
-		return nil
-	})
+	beat("node-c", "i5", time.Hour, "") // an expired heartbeat tells nothing
 	view(t, s, func(ctx context.Context, tx store.Tx) error {
 		live, err := tx.LiveNodes(ctx)
 		wantOK(t, "LiveNodes", err)

@@ -4,6 +4,7 @@
 ALTER TABLE commands ADD COLUMN node_id text COLLATE "C" NOT NULL DEFAULT '';
 
 CREATE TABLE nodes (
-  id         text COLLATE "C" PRIMARY KEY,
-  expires_at timestamptz NOT NULL
+  id          text COLLATE "C" PRIMARY KEY,
+  incarnation text COLLATE "C" NOT NULL,
+  expires_at  timestamptz NOT NULL
 );
