@@ -504,6 +504,7 @@ func leasesByNode(t *testing.T, db string) map[string]int {
 // effect there at once: a Turn enqueued, a message, an interrupt without a
 // hold, a Token completed, a question answered, a Turn waited for.
 func TestRequestsThroughAnotherNode(t *testing.T) {
+	var mu sync.Mutex
 	db := pgtest.URL(t)
 	a := startPlaneWith(t, "", "127.0.0.1:0", db)
 	b := startPlaneWith(t, "", "127.0.0.1:0", db)
@@ -518,6 +519,51 @@ func TestRequestsThroughAnotherNode(t *testing.T) {
 	b.must("POST", "/v1/sessions/"+r.Session.ID+"/turns", map[string]any{"input": text("quick")}, &ts)
 	if got := completedResult[map[string]int](t, b.wait(r.Session.ID, ts.ID)); got["pid"] != first["pid"] {
 		t.Errorf("the Turn enqueued through the other node ran in process %d, not the session's %d", got["pid"], first["pid"])
+	}
+
+	// Concurrent admissions to one Session through both nodes, each sent
+	// twice (once to each node) with one idempotency key: each is admitted
+	// once, sequences are gapless, and every Turn runs.
+	const n = 20
+	ids := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		for _, p := range []*plane{a, b} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var ts helmrtype.TurnState
+				if err := p.call("POST", "/v1/sessions/"+r.Session.ID+"/turns", map[string]any{"input": text("quick"),
+					"idempotency_key": fmt.Sprintf("concurrent-%d", i)}, &ts); err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				if ids[i] != "" && ids[i] != ts.ID {
+					t.Errorf("idempotency key %d admitted two Turns: %s and %s", i, ids[i], ts.ID)
+				}
+				ids[i] = ts.ID
+				mu.Unlock()
+			}()
+		}
+	}
+	wg.Wait()
+	for _, id := range ids {
+		if id != "" {
+			if o := b.wait(r.Session.ID, id); o.Status != helmrtype.TurnCompleted {
+				t.Errorf("turn %s: %+v", id, o)
+			}
+		}
+	}
+	var page helmrtype.TurnPage
+	a.must("GET", "/v1/sessions/"+r.Session.ID+"/turns?limit=100", nil, &page)
+	if len(page.Turns) != n+2 {
+		t.Errorf("%d turns in the session, want %d", len(page.Turns), n+2)
+	}
+	for i, tr := range page.Turns {
+		if tr.Sequence != int64(i+1) {
+			t.Errorf("turn %d has sequence %d", i, tr.Sequence)
+		}
 	}
 
 	// An interrupt (no hold) through b cancels the Turn running on a.

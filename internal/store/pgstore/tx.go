@@ -106,6 +106,14 @@ const sessionKeyLockPrefix = "session-key\n"
 // see each other.
 func sessionKeyLock(agent, key string) string { return sessionKeyLockPrefix + agent + "\n" + key }
 
+// idempotencyLock is the lock key of an idempotency key, taken by
+// GetIdempotency in a write transaction: concurrent requests with one key
+// (on any node) run one after the other, and the later one finds the
+// earlier one's receipt instead of repeating its work.
+func idempotencyLock(scope, key string) string {
+	return sessionKeyLockPrefix + "idempotency\n" + scope + "\n" + key
+}
+
 // needsLock reports whether the transaction must still take lock key.
 func (t *tx) needsLock(key string) bool { return !t.readOnly && key != "" && !t.locked[key] }
 
@@ -890,8 +898,8 @@ func (t *tx) LastEventSequence(ctx context.Context, sessionID string) (int64, er
 func (t *tx) GetIdempotency(ctx context.Context, scope, key string) (*store.Idempotency, error) {
 	var r store.Idempotency
 	var resp []byte
-	if err := t.one(ctx, `SELECT scope, key, digest, response, created_at FROM idempotency WHERE scope = $1 AND key = $2`,
-		[]any{scope, key}, &r.Scope, &r.Key, &r.Digest, &resp, &r.CreatedAt); err != nil {
+	if err := mapErr(t.row(ctx, idempotencyLock(scope, key), `SELECT scope, key, digest, response, created_at FROM idempotency WHERE scope = $1 AND key = $2`,
+		scope, key).Scan(&r.Scope, &r.Key, &r.Digest, &resp, &r.CreatedAt)); err != nil {
 		return nil, err
 	}
 	r.Response, r.CreatedAt = raw(resp), utc(r.CreatedAt)

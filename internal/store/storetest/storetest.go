@@ -65,6 +65,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"UnleasedWork", testUnleasedWork},
 		{"Binaries", testBinaries},
 		{"Heartbeats", testHeartbeats},
+		{"ConcurrentIdempotency", testConcurrentIdempotency},
 		{"UpdateErrorWritesNothing", testUpdateErrorWritesNothing},
 		{"UpdateCanceledContext", testUpdateCanceledContext},
 		{"TxUsableAfterError", testTxUsableAfterError},
@@ -3208,6 +3209,50 @@ func testLeases(t *testing.T, s store.Store) {
 	})
 	if leases()["ses-6"] != "node-c" {
 		t.Errorf("a renewed lease is not listed")
+	}
+}
+
+// testConcurrentIdempotency: Updates that read one idempotency key and
+// then record it, at the same time, run one after the other: exactly one
+// records it, the others find its record.
+func testConcurrentIdempotency(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	inserted, found := 0, 0
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := s.Update(ctx, func(tx store.Tx) error {
+				_, err := tx.GetIdempotency(ctx, "turns.enqueue:ses-1", "key-1")
+				if err == nil {
+					mu.Lock()
+					found++
+					mu.Unlock()
+					return nil
+				}
+				if !errors.Is(err, store.ErrNotFound) {
+					return err
+				}
+				time.Sleep(30 * time.Millisecond) // the work the key guards
+				if err := tx.InsertIdempotency(ctx, &store.Idempotency{Scope: "turns.enqueue:ses-1", Key: "key-1",
+					Digest: fmt.Sprint(i), Response: raw(`{}`), CreatedAt: at(1)}); err != nil {
+					return err
+				}
+				mu.Lock()
+				inserted++
+				mu.Unlock()
+				return nil
+			})
+			if err != nil {
+				t.Errorf("Update: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if inserted != 1 || found != 3 {
+		t.Errorf("%d Updates recorded the key and %d found it; want 1 and 3", inserted, found)
 	}
 }
 
