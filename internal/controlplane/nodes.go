@@ -15,6 +15,7 @@ import (
 	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/deploy"
 	"github.com/helmr-go/helmr/internal/store"
+	"github.com/helmr-go/helmr/internal/supervisor"
 )
 
 // Several nodes on one PostgreSQL database (docs/scale-out.md): each has
@@ -57,6 +58,12 @@ func (cp *ControlPlane) listen(ctx context.Context) error {
 	if !cp.shared || !ok {
 		return nil
 	}
+	ttl := cp.cfg.LeaseTTL
+	if ttl <= 0 {
+		ttl = supervisor.DefaultLeaseTTL
+	}
+	cp.log.Info("node of a shared database: sessions are leased, other nodes' changes are heard",
+		"node", cp.cfg.NodeID, "lease_ttl", ttl)
 	lctx, stop := context.WithCancel(context.Background())
 	cp.stopListen, cp.listenDone = stop, make(chan struct{})
 	listening := make(chan struct{}, 1)
