@@ -15,7 +15,6 @@ import (
 	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/deploy"
 	"github.com/helmr-go/helmr/internal/store"
-	"github.com/helmr-go/helmr/internal/supervisor"
 )
 
 // Several nodes on one PostgreSQL database (docs/scale-out.md): each has
@@ -58,12 +57,6 @@ func (cp *ControlPlane) listen(ctx context.Context) error {
 	if !cp.shared || !ok {
 		return nil
 	}
-	ttl := cp.cfg.LeaseTTL
-	if ttl <= 0 {
-		ttl = supervisor.DefaultLeaseTTL
-	}
-	cp.log.Info("node of a shared database: sessions are leased, other nodes' changes are heard",
-		"node", cp.cfg.NodeID, "lease_ttl", ttl)
 	lctx, stop := context.WithCancel(context.Background())
 	cp.stopListen, cp.listenDone = stop, make(chan struct{})
 	listening := make(chan struct{}, 1)
@@ -71,7 +64,7 @@ func (cp *ControlPlane) listen(ctx context.Context) error {
 		defer close(cp.listenDone)
 		l.Listen(lctx, func(n store.Notice) {
 			cp.Engine.Remote(lctx, n)
-			go cp.Supervisor.Notice(n)
+			cp.Supervisor.Notice(n)
 		}, func() {
 			select {
 			case listening <- struct{}{}:
@@ -143,14 +136,7 @@ func (cp *ControlPlane) resolveSources(ctx context.Context, digest string) (stri
 	}
 	if f, err := os.Open(deploy.SourcesArchive(cp.DeploymentsDir(), digest)); err == nil {
 		defer f.Close()
-		got, dir, err := deploy.StoreSources(cp.DeploymentsDir(), f)
-		if err != nil {
-			return "", err
-		}
-		if got != digest {
-			return "", fmt.Errorf("the sources archive kept for %s has digest %s", digest, got)
-		}
-		return dir, nil
+		return deploy.StoreSourcesAs(cp.DeploymentsDir(), f, digest)
 	}
 	if !cp.shared {
 		return "", fmt.Errorf("the sources archive %s is not on this node", digest)
@@ -159,7 +145,7 @@ func (cp *ControlPlane) resolveSources(ctx context.Context, digest string) (stri
 	if err != nil {
 		return "", fmt.Errorf("the sources archive %s is not on this node nor in the database: %w", digest, err)
 	}
-	return deploy.StoreSourcesBytes(cp.DeploymentsDir(), b, digest)
+	return deploy.StoreSourcesAs(cp.DeploymentsDir(), bytes.NewReader(b), digest)
 }
 
 // resolveBinary returns the local path of a Deployment's binary: the path
@@ -177,13 +163,5 @@ func (cp *ControlPlane) resolveBinary(ctx context.Context, digest, path string) 
 	if err != nil {
 		return "", fmt.Errorf("the binary of deployment %s is not on this node nor in the database: %w", digest, err)
 	}
-	got, p, err := deploy.Store(cp.DeploymentsDir(), bytes.NewReader(b))
-	if err != nil {
-		return "", err
-	}
-	if got != digest {
-		os.Remove(p)
-		return "", fmt.Errorf("the binary kept for deployment %s has digest %s", digest, got)
-	}
-	return p, nil
+	return deploy.StoreAs(cp.DeploymentsDir(), bytes.NewReader(b), digest)
 }

@@ -80,16 +80,36 @@ func Store(dir string, r io.Reader) (digest, path string, err error) {
 	}
 	defer os.Remove(tmp)
 	path = filepath.Join(dir, strings.TrimPrefix(digest, "sha256:"))
-	if _, err := os.Stat(path); err == nil {
-		return digest, path, nil
-	}
-	if err := os.Chmod(tmp, 0o550); err != nil {
-		return "", "", err
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := keep(tmp, path, 0o550); err != nil {
 		return "", "", err
 	}
 	return digest, path, nil
+}
+
+// keep moves the file tmp to path with mode, unless path exists (stored
+// under its digest, it holds the same bytes).
+func keep(tmp, path string, mode os.FileMode) error {
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	if err := os.Chmod(tmp, mode); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// StoreAs is Store for a binary that must have the digest want (one kept
+// elsewhere under that digest); it returns the stored path.
+func StoreAs(dir string, r io.Reader, want string) (string, error) {
+	got, path, err := Store(dir, r)
+	if err != nil {
+		return "", err
+	}
+	if got != want {
+		os.Remove(path)
+		return "", fmt.Errorf("the binary kept as %s has digest %s", want, got)
+	}
+	return path, nil
 }
 
 // writeTemp copies r into a new temporary file in dir (named after

@@ -18,7 +18,6 @@ package deploy
 
 import (
 	"archive/tar"
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -252,23 +251,17 @@ func StoreSources(dir string, r io.Reader) (digest, srcDir string, err error) {
 			return "", "", err
 		}
 	}
-	archive := SourcesArchive(dir, digest)
-	if _, err := os.Stat(archive); err == nil {
-		return digest, srcDir, nil
-	}
-	if err := os.Chmod(tmp, 0o440); err != nil {
-		return "", "", err
-	}
-	if err := os.Rename(tmp, archive); err != nil {
+	if err := keep(tmp, SourcesArchive(dir, digest), 0o440); err != nil {
 		return "", "", err
 	}
 	return digest, srcDir, nil
 }
 
-// StoreSourcesBytes is StoreSources for an archive in memory, checking that
-// it has the digest want.
-func StoreSourcesBytes(dir string, b []byte, want string) (string, error) {
-	got, srcDir, err := StoreSources(dir, bytes.NewReader(b))
+// StoreSourcesAs is StoreSources for an archive that must have the digest
+// want (one kept elsewhere under that digest); it returns the unpacked
+// directory.
+func StoreSourcesAs(dir string, r io.Reader, want string) (string, error) {
+	got, srcDir, err := StoreSources(dir, r)
 	if err != nil {
 		return "", err
 	}

@@ -182,8 +182,8 @@ func TestPackUnpackRoundTrip(t *testing.T) {
 	if len(entries) != 2 {
 		t.Fatalf("deployments dir holds %d entries, want the archive and its tree", len(entries))
 	}
-	if _, err := StoreSourcesBytes(t.TempDir(), first, "sha256:0000"); err == nil {
-		t.Fatal("StoreSourcesBytes accepted an archive under the wrong digest")
+	if _, err := StoreSourcesAs(t.TempDir(), bytes.NewReader(first), "sha256:0000"); err == nil {
+		t.Fatal("StoreSourcesAs accepted an archive under the wrong digest")
 	}
 }
 

@@ -55,6 +55,20 @@ func startNodes(t *testing.T, db string, n int) *nodes {
 	return c
 }
 
+// deploy uploads the test agents through node i, as helmr deploy does.
+func (c *nodes) deploy(i int) {
+	c.t.Helper()
+	b := agentBinary(c.t)
+	f, err := os.Open(b.Binary)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := helmrclient.New(c.srv[i].url, c.key).Deployments.Create(c.t.Context(), b.Manifest, f); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
 // errNodeDown is a call that could not reach its node.
 var errNodeDown = errors.New("node down")
 
@@ -165,17 +179,7 @@ func TestMultiNode(t *testing.T) {
 	}
 	db := pgtest.URL(t)
 	c := startNodes(t, db, 3)
-	b := agentBinary(t)
-	// Deploy through node 1 only: the others launch it from the database.
-	f, err := os.Open(b.Binary)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = helmrclient.New(c.srv[1].url, c.key).Deployments.Create(t.Context(), b.Manifest, f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c.deploy(1) // through node 1 only: the others launch it from the database
 
 	const echoSessions, chatSessions, enqueues = 24, 6, 4
 	type sess struct {
@@ -218,6 +222,7 @@ func TestMultiNode(t *testing.T) {
 	var killed atomic.Bool
 	var admitted atomic.Int64
 	var chatDone int
+	refused := map[string]bool{} // chat Sessions whose Turn refused a message
 	var leasesAtKill map[string]int
 	kill := func() {
 		if killed.CompareAndSwap(false, true) {
@@ -315,7 +320,13 @@ func TestMultiNode(t *testing.T) {
 				var rec helmrtype.MessageReceipt
 				err := c.call((i+k+1)%3, "POST", "/v1/sessions/"+s.id+"/turns/"+s.turns[0]+"/messages",
 					map[string]any{"content": text(m), "idempotency_key": fmt.Sprintf("msg-%d-%d", i, k)}, &rec)
-				if err != nil && !strings.Contains(err.Error(), "turn_not_running") {
+				switch {
+				case err != nil && strings.Contains(err.Error(), string(helmrtype.CodeTurnSettled)):
+					// Its Turn was lost with node 0 (checked below).
+					mu.Lock()
+					refused[s.id] = true
+					mu.Unlock()
+				case err != nil:
 					t.Errorf("message %s to chat %d: %v", m, i, err)
 				}
 				time.Sleep(100 * time.Millisecond)
@@ -358,6 +369,7 @@ func TestMultiNode(t *testing.T) {
 						}
 					case tr.Error != nil && tr.Error.Code == helmrtype.CodeExecutionLost:
 						lost++
+						refused[s.id] = false
 					default:
 						failedTurns++
 						if s.agent == "echo" {
@@ -394,6 +406,12 @@ func TestMultiNode(t *testing.T) {
 	c.must(2, "GET", "/v1/commands/"+longCmd.ID+"/wait?timeout=30s", nil, &cw)
 	if cw.Command == nil || cw.Command.Status != helmrtype.CommandFailed || cw.Command.Error == nil || cw.Command.Error.Code != helmrtype.CodeExecutionLost {
 		t.Errorf("the Command of the killed node: %+v", cw)
+	}
+
+	for id, still := range refused {
+		if still {
+			t.Errorf("chat session %s refused a message as settled, but its Turn was not lost with node 0", id)
+		}
 	}
 
 	// The timelines: from a survivor, complete; no Turn ran twice; the
@@ -568,9 +586,7 @@ func TestRequestsThroughAnotherNode(t *testing.T) {
 
 	// An interrupt (no hold) through b cancels the Turn running on a.
 	s := a.create("slow", text("wait"))
-	for !a.hasOutput(s.Session.ID, "waiting") {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(t, "the slow Turn's output", func() bool { return a.hasOutput(s.Session.ID, "waiting") })
 	b.must("POST", "/v1/sessions/"+s.Session.ID+"/turns/"+s.Turn.ID+"/interrupt", map[string]any{}, nil)
 	if o := b.wait(s.Session.ID, s.Turn.ID); o.Status != helmrtype.TurnInterrupted || !a.hasOutput(s.Session.ID, "cleanup ran") {
 		t.Errorf("interrupt through the other node: %+v", o)
@@ -578,9 +594,7 @@ func TestRequestsThroughAnotherNode(t *testing.T) {
 
 	// Messages through b reach the Turn running on a.
 	c := a.create("chat", text("hi"))
-	for !a.hasOutput(c.Session.ID, "listening") {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(t, "the chat Turn's output", func() bool { return a.hasOutput(c.Session.ID, "listening") })
 	b.send(c.Session.ID, c.Turn.ID, "m1")
 	b.send(c.Session.ID, c.Turn.ID, "done")
 	if got := completedResult[[]string](t, b.wait(c.Session.ID, c.Turn.ID)); fmt.Sprint(got) != "[m1]" {
@@ -649,16 +663,7 @@ func TestNodeCutOffPastItsLease(t *testing.T) {
 		t.Skip("starts two control planes")
 	}
 	c := startNodes(t, pgtest.URL(t), 2)
-	b := agentBinary(t)
-	f, err := os.Open(b.Binary)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = helmrclient.New(c.srv[0].url, c.key).Deployments.Create(t.Context(), b.Manifest, f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c.deploy(0)
 	const sessions = 6
 	ids := make([]string, sessions)
 	turns := map[string][]string{}
@@ -674,9 +679,7 @@ func TestNodeCutOffPastItsLease(t *testing.T) {
 		}
 	}
 	for _, id := range ids {
-		for !hasKind(c, 1, id, helmrtype.EventTurnRunning) {
-			time.Sleep(20 * time.Millisecond)
-		}
+		waitFor(t, "the first Turn of "+id+" running", func() bool { return hasKind(c, 1, id, helmrtype.EventTurnRunning) })
 	}
 	// Node 0 stops for twice its lease TTL; node 1 takes its Sessions.
 	c.srv[0].cmd.Process.Signal(syscall.SIGSTOP)
@@ -800,3 +803,13 @@ func TestTwinNodeIDIsReported(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+// waitFor waits up to a minute for cond, polling.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within a minute", what)
+		}
+	}
+}

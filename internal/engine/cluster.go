@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -97,16 +98,12 @@ func (e *Engine) Reclaim(ctx context.Context, sessionID, launchID string, ttl ti
 			return err
 		}
 		p, err := tx.GetProcess(ctx, sessionID)
-		if errors.Is(err, store.ErrNotFound) {
-			return tx.ReleaseLease(ctx, sessionID, e.node)
-		}
-		if err != nil {
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
-		if p.LaunchID != launchID {
+		if ok = err == nil && p.LaunchID == launchID; !ok {
 			return tx.ReleaseLease(ctx, sessionID, e.node)
 		}
-		ok = true
 		return nil
 	})
 	return ok, err
@@ -144,25 +141,13 @@ func (e *Engine) ReleaseLease(ctx context.Context, sessionID string) error {
 
 // Leases returns the unexpired leases: node ID by Session ID.
 func (e *Engine) Leases(ctx context.Context) (map[string]string, error) {
-	var m map[string]string
-	err := e.store.View(ctx, func(tx store.Tx) error {
-		var err error
-		m, err = tx.Leases(ctx)
-		return err
-	})
-	return m, err
+	return read(ctx, e.store, func(tx store.Tx) (map[string]string, error) { return tx.Leases(ctx) })
 }
 
-// UnleasedWork returns up to limit Sessions with queued or running Turns
-// that no node supervises (their node stopped, or it never took them).
+// UnleasedWork returns up to limit Sessions with work that no node
+// supervises (their node stopped, or it never took them).
 func (e *Engine) UnleasedWork(ctx context.Context, limit int) ([]string, error) {
-	var ids []string
-	err := e.store.View(ctx, func(tx store.Tx) error {
-		var err error
-		ids, err = tx.UnleasedWork(ctx, limit)
-		return err
-	})
-	return ids, err
+	return read(ctx, e.store, func(tx store.Tx) ([]string, error) { return tx.UnleasedWork(ctx, limit) })
 }
 
 // Remote applies a change another node committed: the Session's event
@@ -217,13 +202,7 @@ func (e *Engine) PutBinary(ctx context.Context, digest string, data []byte) erro
 
 // GetBinary returns a Deployment's binary kept in the store.
 func (e *Engine) GetBinary(ctx context.Context, digest string) ([]byte, error) {
-	var b []byte
-	err := e.store.View(ctx, func(tx store.Tx) error {
-		var err error
-		b, err = tx.GetBinary(ctx, digest)
-		return err
-	})
-	return b, err
+	return read(ctx, e.store, func(tx store.Tx) ([]byte, error) { return tx.GetBinary(ctx, digest) })
 }
 
 // supervisesTx reports whether this node is the Session's recorded
@@ -265,28 +244,38 @@ func (e *Engine) announceWork(ctx context.Context, tx store.Tx, ids []string) er
 	return nil
 }
 
-// InterruptDue reports whether a Turn running in the Session should be
-// interrupted: an interrupt hold applies to it (its own or an ancestor's),
-// or the Session was cancelled. A node that may have missed the notice
-// asks it (Resync).
-func (e *Engine) InterruptDue(ctx context.Context, sessionID string) (bool, error) {
-	var due bool
-	err := e.store.View(ctx, func(tx store.Tx) error {
-		s, err := e.getSessionTx(ctx, tx, sessionID)
-		if err != nil {
-			return err
+// InterruptDue reports whether the process running the Session's Turn
+// turnID should stop it: the Turn is no longer the running one (it was
+// settled), an interrupt hold applies to the Session (its own or an
+// ancestor's), or the Session was cancelled. A node that may have missed
+// the notice asks it (Resync).
+func (e *Engine) InterruptDue(ctx context.Context, sessionID, turnID string) (bool, error) {
+	return read(ctx, e.store, func(tx store.Tx) (bool, error) {
+		t, err := tx.ActiveTurn(ctx, sessionID)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && (t.ID != turnID || t.Status != helmrtype.TurnRunning)) {
+			return true, nil
 		}
-		if s.Status == helmrtype.SessionClosed {
-			due = true
-			return nil
+		if err != nil {
+			return false, err
+		}
+		s, err := e.getSessionTx(ctx, tx, sessionID)
+		if err != nil || s.Status == helmrtype.SessionClosed {
+			return err == nil, err
 		}
 		hs, err := e.holdsTx(ctx, tx, sessionID)
-		for _, h := range hs {
-			due = due || h.Kind == helmrtype.HoldInterrupt
-		}
+		return slices.ContainsFunc(hs, func(h store.Hold) bool { return h.Kind == helmrtype.HoldInterrupt }), err
+	})
+}
+
+// read runs fn in a View and returns its value.
+func read[T any](ctx context.Context, s store.Store, fn func(store.Tx) (T, error)) (T, error) {
+	var v T
+	err := s.View(ctx, func(tx store.Tx) error {
+		var err error
+		v, err = fn(tx)
 		return err
 	})
-	return due, err
+	return v, err
 }
 
 // turnKey names a Turn's watchers.

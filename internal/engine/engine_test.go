@@ -300,15 +300,17 @@ func TestLimitsCountPlainJSON(t *testing.T) {
 func TestInterruptDue(t *testing.T) {
 	e := newEngine(t)
 	ctx := context.Background()
+	turns := map[string]string{}
 	due := func(sid string) bool {
 		t.Helper()
-		d, err := e.InterruptDue(ctx, sid)
+		d, err := e.InterruptDue(ctx, sid, turns[sid])
 		if err != nil {
 			t.Fatal(err)
 		}
 		return d
 	}
-	a, _ := running(t, e)
+	a, ta := running(t, e)
+	turns[a] = ta
 	if due(a) {
 		t.Error("due for a plain running Turn")
 	}
@@ -318,14 +320,18 @@ func TestInterruptDue(t *testing.T) {
 	if !due(a) {
 		t.Error("not due after an interrupt")
 	}
-	b, _ := running(t, e)
+	b, tb := running(t, e)
+	turns[b] = tb
 	if _, err := e.CancelSession(ctx, b, helmrtype.ControlRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	if !due(b) {
 		t.Error("not due after a cancel")
 	}
-	if _, err := e.InterruptDue(ctx, "00000000-0000-7000-8000-000000000000"); !errors.Is(err, helmrtype.CodeNotFound) {
-		t.Errorf("an unknown Session: %v", err)
+	// A Turn that is not the running one (settled meanwhile) is due.
+	c, _ := running(t, e)
+	turns[c] = "00000000-0000-7000-8000-000000000001"
+	if !due(c) {
+		t.Error("not due for a Turn that does not run")
 	}
 }

@@ -127,11 +127,12 @@ func (e *Engine) InterruptTurn(ctx context.Context, sessionID, turnID string, re
 	err := e.store.Update(ctx, func(tx store.Tx) error {
 		var err error
 		out, replay, err = idempotent(ctx, tx, e.Now(), "turns.interrupt:"+turnID, req.IdempotencyKey, req, func() (*helmrtype.TurnInterruptReceipt, error) {
-			if _, err := e.runningTurnTx(ctx, tx, sessionID, turnID); err != nil {
+			t, err := e.runningTurnTx(ctx, tx, sessionID, turnID)
+			if err != nil {
 				return nil, err
 			}
 			// The node that runs the Turn may be another one.
-			if err := tx.Announce(ctx, store.Notice{Kind: NoticeTurnInterrupt, SessionID: sessionID, TurnID: turnID}); err != nil {
+			if err := e.announceInterrupts(ctx, tx, []store.Turn{*t}); err != nil {
 				return nil, err
 			}
 			return &helmrtype.TurnInterruptReceipt{ID: NewID(), SessionID: sessionID, TurnID: turnID, Status: "accepted"}, nil

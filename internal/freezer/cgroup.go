@@ -73,7 +73,8 @@ func (f *cgroupFreezer) groupDir(name string, pid int) string {
 	return filepath.Join(f.base, name)
 }
 
-// v2GroupOf returns the directory of pid's cgroup v2 group.
+// v2GroupOf returns the directory of pid's cgroup v2 group: its path in
+// /proc/PID/cgroup under the cgroup2 mount that shows it.
 func v2GroupOf(pid int) (string, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
 	if err != nil {
@@ -86,7 +87,7 @@ func v2GroupOf(pid int) (string, error) {
 		}
 	}
 	if !strings.HasPrefix(rel, "/") || strings.Contains(rel, "/..") {
-		return "", fmt.Errorf("freezer: no cgroup v2 group for %d", pid)
+		return "", fmt.Errorf("no cgroup v2 group for process %d in its /proc/%d/cgroup", pid, pid)
 	}
 	ms, err := mounts()
 	if err != nil {
@@ -99,7 +100,7 @@ func v2GroupOf(pid int) (string, error) {
 			}
 		}
 	}
-	return "", fmt.Errorf("freezer: no cgroup2 mount holds %s", rel)
+	return "", fmt.Errorf("no cgroup2 hierarchy mounted that holds %s", rel)
 }
 
 // NewCgroupV1 returns the cgroup v1 freezer for the freezer hierarchy

@@ -295,41 +295,7 @@ func cgroupV1FreezerMount() (string, error) {
 // cgroupV2Parent finds the directory of the caller's own cgroup2 group: the
 // group delegated to it, under which it may create groups and into which
 // its children are born.
-func cgroupV2Parent() (string, error) {
-	ms, err := mounts()
-	if err != nil {
-		return "", err
-	}
-	var m *mountEntry
-	for i := range ms {
-		if ms[i].fstype == "cgroup2" {
-			m = &ms[i]
-			break
-		}
-	}
-	if m == nil {
-		return "", errors.New("no cgroup2 hierarchy mounted")
-	}
-	b, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		return "", err
-	}
-	own := ""
-	for _, line := range strings.Split(string(b), "\n") {
-		if p, ok := strings.CutPrefix(line, "0::"); ok {
-			own = p
-			break
-		}
-	}
-	if own == "" || !strings.HasPrefix(own, "/") {
-		return "", fmt.Errorf("no cgroup2 entry in /proc/self/cgroup")
-	}
-	rel, ok := strings.CutPrefix(own, m.root)
-	if !ok || strings.Contains(own, "/..") {
-		return "", fmt.Errorf("own cgroup2 group %q is outside the mount at %s (root %s)", own, m.point, m.root)
-	}
-	return filepath.Join(m.point, rel), nil
-}
+func cgroupV2Parent() (string, error) { return v2GroupOf(os.Getpid()) }
 
 // readPids reads a cgroup.procs file.
 func readPids(path string) ([]int, error) {

@@ -86,6 +86,8 @@ func (s *Supervisor) release(sessionID string) {
 // stopped its processes, so that their leases hold meanwhile.
 func (s *Supervisor) keepLeases(ctx context.Context) {
 	defer close(s.leasesDone)
+	s.log.Info("node of a shared database: sessions are leased, other nodes' changes are heard",
+		"node", s.eng.Node(), "lease_ttl", s.opts.LeaseTTL)
 	t := time.NewTicker(s.opts.LeaseTTL / 3)
 	defer t.Stop()
 	for {
@@ -151,11 +153,9 @@ func (s *Supervisor) renew(ctx context.Context) {
 	}
 	for _, p := range missing {
 		p.mu.Lock()
-		leasedAt := p.leasedAt
-		if !leasedAt.IsZero() && leasedAt.Before(began) {
-			p.lost = true
-		}
-		lost := p.lost
+		// A launch that took its lease after this renewal began is not lost.
+		lost := !p.leasedAt.IsZero() && p.leasedAt.Before(began)
+		p.lost = p.lost || lost
 		p.mu.Unlock()
 		if lost {
 			s.log.Warn("another node took the session over; ending its process here", "session", p.sessionID)
@@ -187,34 +187,28 @@ func (s *Supervisor) sweep(ctx context.Context) {
 }
 
 // Notice applies a change another node committed to the Session's process
-// here, if this node runs it: new work, a message, an interrupt, a wait's
-// outcome, the Session's close.
+// here, if this node runs it: new work, a message, an interrupt (every
+// interrupt and cancel announces each running Turn), a wait's outcome,
+// the Session's close. It returns at once: the work runs aside, so that the
+// listener reads on.
 func (s *Supervisor) Notice(n store.Notice) {
-	if n.SessionID == "" {
-		return
-	}
-	p := s.get(n.SessionID)
-	if p == nil {
-		return
-	}
+	var act func(p *proc)
 	switch n.Kind {
 	case helmrtype.EventTurnQueued, helmrtype.EventSessionResume:
-		s.dispatch(p)
+		act = s.dispatch
 	case helmrtype.EventMessageAdmitted:
-		s.TurnMessage(n.SessionID, n.TurnID)
+		act = func(*proc) { s.TurnMessage(n.SessionID, n.TurnID) }
 	case engine.NoticeTurnInterrupt:
-		s.TurnInterrupt(n.SessionID, n.TurnID)
-	case helmrtype.EventSessionInterrupt, helmrtype.EventSessionCancel, helmrtype.EventTurnCancelled:
-		p.mu.Lock()
-		running := p.running
-		p.mu.Unlock()
-		if running != "" && running != "-" && (n.TurnID == "" || n.TurnID == running) {
-			s.cancelTurn(p, running, protocol.ReasonInterrupted)
-		}
+		act = func(p *proc) { s.cancelTurn(p, n.TurnID, protocol.ReasonInterrupted) }
 	case helmrtype.EventWaitResolved:
-		s.resumeWaits(p)
+		act = s.resumeWaits
 	case helmrtype.EventSessionClosed, helmrtype.EventSessionCancelled:
-		s.SessionClosed(n.SessionID)
+		act = func(*proc) { s.SessionClosed(n.SessionID) }
+	default:
+		return
+	}
+	if p := s.get(n.SessionID); p != nil {
+		go act(p)
 	}
 }
 
@@ -246,13 +240,8 @@ func (s *Supervisor) Resync() {
 			continue
 		}
 		if running != "-" {
-			// A Turn settled meanwhile, or one whose Session was interrupted
-			// or cancelled meanwhile, is stopped here too.
-			if t, err := s.eng.RunningTurn(s.ctx, p.sessionID); err == nil && (t == nil || t.ID != running) {
-				s.cancelTurn(p, running, protocol.ReasonInterrupted)
-				continue
-			}
-			if due, err := s.eng.InterruptDue(s.ctx, p.sessionID); err == nil && due {
+			// A Turn settled, interrupted or cancelled meanwhile stops here.
+			if due, err := s.eng.InterruptDue(s.ctx, p.sessionID, running); err == nil && due {
 				s.cancelTurn(p, running, protocol.ReasonInterrupted)
 				continue
 			}

@@ -93,6 +93,11 @@ func (s *Supervisor) RemoveComputer(ctx context.Context, id string) error {
 // Residency tells where a Computer's processes are (the busiest of its
 // processes' states), or that it is unavailable since its last launch
 // failed.
+// residencyRank orders a Computer's residencies: the busiest of its
+// processes' wins.
+var residencyRank = map[string]int{helmrtype.ResidencyCold: 0, helmrtype.ResidencyParked: 1, helmrtype.ResidencyParking: 2,
+	helmrtype.ResidencyStarting: 3, helmrtype.ResidencyRestoring: 4, helmrtype.ResidencyRunning: 5}
+
 func (s *Supervisor) Residency(computerID string) (string, *helmrtype.Error) {
 	s.mu.Lock()
 	procs := make([]*proc, 0, len(s.procs))
@@ -109,10 +114,6 @@ func (s *Supervisor) Residency(computerID string) (string, *helmrtype.Error) {
 	if running {
 		res = helmrtype.ResidencyRunning
 	}
-	// The busiest state wins: running, then restoring, starting, parking,
-	// parked.
-	rank := map[string]int{helmrtype.ResidencyCold: 0, helmrtype.ResidencyParked: 1, helmrtype.ResidencyParking: 2,
-		helmrtype.ResidencyStarting: 3, helmrtype.ResidencyRestoring: 4, helmrtype.ResidencyRunning: 5}
 	for _, p := range procs {
 		p.mu.Lock()
 		on := p.launch != nil && p.launch.Session.ComputerID == computerID && p.state != stateDead
@@ -128,7 +129,7 @@ func (s *Supervisor) Residency(computerID string) (string, *helmrtype.Error) {
 			r = helmrtype.ResidencyParked
 		}
 		p.mu.Unlock()
-		if on && rank[r] > rank[res] {
+		if on && residencyRank[r] > residencyRank[res] {
 			res = r
 		}
 	}

@@ -735,12 +735,18 @@ func (s *Supervisor) serve(p *proc, conn *websocket.Conn) {
 }
 
 func (s *Supervisor) ack(p *proc, m *protocol.Msg, seq int64, err error) {
+	s.answer(p, &protocol.Msg{Type: protocol.TypeAck, Op: m.Op, TurnID: m.TurnID, Sequence: seq}, err)
+}
+
+// answer sends the acknowledgement a of an operation that ended with err
+// (its error instead of its result); none when the operation was cut short
+// (see unfinished).
+func (s *Supervisor) answer(p *proc, a *protocol.Msg, err error) {
 	if unfinished(err) {
 		return
 	}
-	a := &protocol.Msg{Type: protocol.TypeAck, Op: m.Op, TurnID: m.TurnID, Sequence: seq}
 	if err != nil {
-		a.Error = toError(err)
+		a.Error, a.TokenState = toError(err), nil
 	}
 	if serr := s.send(p, a); serr != nil {
 		s.log.Debug("ack", "session", p.sessionID, "err", serr)
@@ -1347,14 +1353,7 @@ func (s *Supervisor) handleWait(ctx context.Context, p *proc, m *protocol.Msg) {
 			return
 		}
 		st, err := s.eng.CreateToken(ctx, p.sessionID, m.TurnID, m.Op, m.Token.ID, m.Token.Secret, m.Token.Create)
-		if unfinished(err) {
-			return
-		}
-		a := &protocol.Msg{Type: protocol.TypeAck, Op: m.Op, TurnID: m.TurnID, TokenState: st}
-		if err != nil {
-			a.Error, a.TokenState = toError(err), nil
-		}
-		s.send(p, a)
+		s.answer(p, &protocol.Msg{Type: protocol.TypeAck, Op: m.Op, TurnID: m.TurnID, TokenState: st}, err)
 	case protocol.TypeWaitStart:
 		if m.Wait == nil {
 			s.ack(p, m, 0, helmrtype.Errorf(helmrtype.CodeInvalidRequest, "wait.start needs a wait"))

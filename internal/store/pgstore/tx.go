@@ -430,31 +430,25 @@ func freeze(args []any) []any {
 		case json.RawMessage:
 			out[i] = bytes.Clone(v)
 		case *time.Time:
-			if v != nil {
-				c := *v
-				out[i] = &c
-			} else {
-				out[i] = v
-			}
+			out[i] = clonePtr(v)
 		case *string:
-			if v != nil {
-				c := *v
-				out[i] = &c
-			} else {
-				out[i] = v
-			}
+			out[i] = clonePtr(v)
 		case *int64:
-			if v != nil {
-				c := *v
-				out[i] = &c
-			} else {
-				out[i] = v
-			}
+			out[i] = clonePtr(v)
 		default:
 			out[i] = a
 		}
 	}
 	return out
+}
+
+// clonePtr returns a pointer to a copy of *p (nil for nil).
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	c := *p
+	return &c
 }
 
 // insert runs an INSERT ... ON CONFLICT DO NOTHING after taking lock keys
