@@ -32,6 +32,7 @@ import (
 )
 
 var cpuProfile, storeKind string
+var pgTCP bool
 
 func main() {
 	turns := flag.Int("turns", 10000, "Turns in the throughput phase over many Sessions")
@@ -42,6 +43,7 @@ func main() {
 	syncMode := flag.String("sqlite-synchronous", "FULL", "SQLite synchronous mode of the server")
 	keep := flag.Bool("keep", false, "keep the temporary directory")
 	flag.StringVar(&storeKind, "store", "sqlite", "the server's store: sqlite, or postgres (a temporary PostgreSQL server is started)")
+	flag.BoolVar(&pgTCP, "pg-tcp", false, "connect to PostgreSQL over loopback TCP instead of its Unix socket")
 	flag.StringVar(&cpuProfile, "server-cpu-profile", "", "write the server's CPU profile to this file")
 	flag.Parse()
 	if err := run(*turns, *sessions, *callers, *warm, *cold, *syncMode, *keep); err != nil {
@@ -164,8 +166,13 @@ func run(nTurns, nSessions, nCallers, nWarm, nCold int, syncMode string, keep bo
 		if err != nil {
 			return err
 		}
-		args = append(args, "--database", pg.DatabaseURL(name))
-		fmt.Printf("store: PostgreSQL on port %d (fsync off, as in tests)\n", pg.Port())
+		if pgTCP {
+			args = append(args, "--database", pg.DatabaseURL(name))
+			fmt.Printf("store: PostgreSQL on port %d (fsync off, as in tests)\n", pg.Port())
+		} else {
+			args = append(args, "--database", pg.SocketURL(name))
+			fmt.Printf("store: PostgreSQL on a Unix socket (fsync off, as in tests)\n")
+		}
 	default:
 		return fmt.Errorf("-store %q: want sqlite or postgres", storeKind)
 	}
@@ -253,7 +260,7 @@ func run(nTurns, nSessions, nCallers, nWarm, nCold int, syncMode string, keep bo
 	if _, err := load(c, ids, nSessions, nCallers); err != nil { // start every process
 		return err
 	}
-	srvCPU0, selfCPU0 := cpuTime(srv.Process.Pid), selfCPU()
+	srvCPU0, selfCPU0, agentCPU0, pgCPU0 := cpuTime(srv.Process.Pid), selfCPU(), descendantsCPU(srv.Process.Pid), commandCPU("postgres")
 	t0 := time.Now()
 	tps, err = load(c, ids, nTurns, nCallers)
 	if err != nil {
@@ -261,16 +268,18 @@ func run(nTurns, nSessions, nCallers, nWarm, nCold int, syncMode string, keep bo
 	}
 	wall := time.Since(t0).Seconds()
 	fmt.Printf("throughput, %d sessions, %d callers: %.0f turns/s (%d turns)\n", nSessions, nCallers, tps, nTurns)
-	fmt.Printf("  CPU during that phase: server %.0f%%, load generator %.0f%% of one core (the rest: agent processes, kernel)\n",
-		100*(cpuTime(srv.Process.Pid)-srvCPU0)/wall, 100*(selfCPU()-selfCPU0)/wall)
+	perTurn := func(sec float64) string {
+		return fmt.Sprintf("%.0f%% of a core, %.0f µs per Turn", 100*sec/wall, sec/float64(nTurns)*1e6)
+	}
+	fmt.Printf("  CPU during that phase: server %s; agent processes %s; load generator %s",
+		perTurn(cpuTime(srv.Process.Pid)-srvCPU0), perTurn(descendantsCPU(srv.Process.Pid)-agentCPU0), perTurn(selfCPU()-selfCPU0))
+	if storeKind == "postgres" {
+		fmt.Printf("; PostgreSQL %s", perTurn(commandCPU("postgres")-pgCPU0))
+	}
+	fmt.Println()
 
 	total := 20 + nWarm + one + nSessions + nTurns
-	var agentCPU float64
-	for _, pid := range childPIDs(srv.Process.Pid) {
-		agentCPU += cpuTime(pid)
-	}
-	fmt.Printf("agent processes' CPU: %.0f µs per turn (server: %.0f µs per turn)\n",
-		agentCPU/float64(total)*1e6, cpuTime(srv.Process.Pid)/float64(total)*1e6)
+	fmt.Printf("server CPU over the whole run: %.0f µs per turn\n", cpuTime(srv.Process.Pid)/float64(total)*1e6)
 	fmt.Printf("server RSS after %d turns: %.1f MB\n", total, float64(rss(srv.Process.Pid))/(1<<20))
 	srv.Process.Signal(os.Interrupt)
 	srv.Wait()
@@ -357,10 +366,18 @@ func cpuTime(pid int) float64 {
 	return (ut + st) / 100 // clock ticks; 100 per second on Linux
 }
 
-// childPIDs lists the live children of a process.
-func childPIDs(parent int) []int {
+// procStat is one line of /proc/PID/stat: the command name, parent and
+// user+system CPU seconds.
+type procStat struct {
+	pid, ppid int
+	comm      string
+	cpu       float64
+}
+
+// processes reads every process's stat line.
+func processes() []procStat {
 	entries, _ := os.ReadDir("/proc")
-	var out []int
+	var out []procStat
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -370,12 +387,44 @@ func childPIDs(parent int) []int {
 		if err != nil {
 			continue
 		}
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-		if ppid, _ := strconv.Atoi(f[1]); ppid == parent {
-			out = append(out, pid)
-		}
+		s := string(b)
+		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		f := strings.Fields(s[end+2:])
+		ppid, _ := strconv.Atoi(f[1])
+		ut, _ := strconv.ParseFloat(f[11], 64)
+		st, _ := strconv.ParseFloat(f[12], 64)
+		out = append(out, procStat{pid: pid, ppid: ppid, comm: s[open+1 : end], cpu: (ut + st) / 100})
 	}
 	return out
+}
+
+// descendantsCPU is the CPU seconds of the live descendants of a process
+// (agent processes run in sandboxes: grandchildren of the server).
+func descendantsCPU(root int) float64 {
+	procs := processes()
+	in := map[int]bool{root: true}
+	var sum float64
+	for changed := true; changed; {
+		changed = false
+		for _, p := range procs {
+			if in[p.ppid] && !in[p.pid] {
+				in[p.pid], changed = true, true
+				sum += p.cpu
+			}
+		}
+	}
+	return sum
+}
+
+// commandCPU is the CPU seconds of the live processes named comm.
+func commandCPU(comm string) float64 {
+	var sum float64
+	for _, p := range processes() {
+		if p.comm == comm {
+			sum += p.cpu
+		}
+	}
+	return sum
 }
 
 // selfCPU is this process's CPU seconds.

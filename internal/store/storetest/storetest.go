@@ -3176,6 +3176,31 @@ func testLeases(t *testing.T, s store.Store) {
 		return nil
 	})
 
+	// Within one Update, LeaseHolder and MaxTurnSequence follow what the
+	// same transaction changed.
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		holder := func(what, want string) {
+			t.Helper()
+			if got, err := tx.LeaseHolder(ctx, "ses-6"); err != nil || got != want {
+				t.Errorf("LeaseHolder %s = %q, %v; want %q", what, got, err, want)
+			}
+		}
+		holder("of a Session without a lease", "")
+		_, _, err := tx.AcquireLease(ctx, "ses-6", "node-a", long)
+		wantOK(t, "AcquireLease", err)
+		holder("after AcquireLease in the transaction", "node-a")
+		wantOK(t, "ReleaseLease", tx.ReleaseLease(ctx, "ses-6", "node-a"))
+		holder("after ReleaseLease in the transaction", "")
+		for i, want := range []int64{0, 1, 2} {
+			n, err := tx.MaxTurnSequence(ctx, "ses-6")
+			if err != nil || n != want {
+				t.Errorf("MaxTurnSequence after %d inserts = %d, %v; want %d", i, n, err, want)
+			}
+			wantOK(t, "InsertTurn", tx.InsertTurn(ctx, newTurn("ses-6", fmt.Sprintf("t6-%d", i), want+1, "queued")))
+		}
+		return nil
+	})
+
 	// An expired lease is not listed, and another node takes it over.
 	acquire("ses-4", "node-a", time.Millisecond)
 	time.Sleep(20 * time.Millisecond)
