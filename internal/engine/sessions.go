@@ -431,7 +431,8 @@ func (e *Engine) getTurnTx(ctx context.Context, tx store.Tx, sessionID, turnID s
 // GetTurn returns one Turn's state.
 func (e *Engine) GetTurn(ctx context.Context, sessionID, turnID string) (*helmrtype.TurnState, error) {
 	var out helmrtype.TurnState
-	err := e.store.View(ctx, func(tx store.Tx) error {
+	// One read (a second only to tell a missing Session): no snapshot.
+	err := e.store.Read(ctx, func(tx store.Tx) error {
 		t, err := e.getTurnTx(ctx, tx, sessionID, turnID)
 		if err != nil {
 			return err

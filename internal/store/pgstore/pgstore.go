@@ -182,6 +182,20 @@ func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
 	return runFn(fn, t)
 }
 
+// Read runs fn's reads each on its own (autocommit), with no transaction
+// to begin or end: a single read is one round trip. Writes are refused as
+// in View.
+func (s *Store) Read(ctx context.Context, fn func(store.Tx) error) error {
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("pgstore: read: %w", err)
+	}
+	t := newTx(c.Conn(), true, s.node != "")
+	t.begin = ""
+	defer s.release(ctx, c, t)
+	return runFn(fn, t)
+}
+
 // release ends what is left of t's transaction (a rollback, unless it
 // committed or never began) and returns its connection to the pool, which
 // drops a connection left in a transaction.

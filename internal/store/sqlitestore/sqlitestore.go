@@ -339,6 +339,9 @@ func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
 	return fn(&tx{ctx: ctx, readOnly: true, q: readQ{tx: sqlTx, cache: s.rstmts}})
 }
 
+// Read is View: SQLite's snapshot costs nothing more.
+func (s *Store) Read(ctx context.Context, fn func(store.Tx) error) error { return s.View(ctx, fn) }
+
 // stmtCache keeps prepared statements by query text.
 type stmtCache struct {
 	mu      sync.Mutex

@@ -70,6 +70,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"UpdateCanceledContext", testUpdateCanceledContext},
 		{"TxUsableAfterError", testTxUsableAfterError},
 		{"ViewIsReadOnly", testViewIsReadOnly},
+		{"Read", testRead},
 		{"ViewIsSnapshot", testViewIsSnapshot},
 		{"ConcurrentUpdates", testConcurrentUpdates},
 		{"UUIDIDs", testUUIDIDs},
@@ -2152,6 +2153,21 @@ func writeEverything(ctx context.Context, tx store.Tx) []error {
 	add(tx.UpdateCommand(ctx, &store.Command{ID: "cmd-1", ComputerID: "cmp-1", Argv: []string{"true"}, Status: "running",
 		CreatedAt: at(1), StartedAt: ptr(at(9))}))
 	add(tx.AppendCommandLog(ctx, &store.CommandLog{CommandID: "cmd-1", Sequence: 2, Stream: "stdout", Data: []byte("y"), At: at(9)}))
+	add(tx.SetSessionIdleSince(ctx, "ses-1", ptr(at(9))))
+	hold := &store.Hold{ID: "hold-9", SessionID: "ses-1", Kind: "interrupt", CanRelease: true, CreatedAt: at(9)}
+	add(tx.InsertHold(ctx, hold))
+	hold.ReleasedAt = ptr(at(9))
+	add(tx.UpdateHold(ctx, hold))
+	add(tx.PutBinary(ctx, "digest-9", []byte("bin")))
+	_, _, err := tx.AcquireLease(ctx, "ses-9", "node-9", time.Hour)
+	add(err)
+	_, err = tx.RenewLeases(ctx, "node-9", time.Hour)
+	add(err)
+	_, _, err = tx.AcquireLease(ctx, "ses-8", "node-9", time.Hour)
+	add(err)
+	add(tx.ReleaseLease(ctx, "ses-8", "node-9"))
+	_, err = tx.Heartbeat(ctx, "node-9", "inc-9", time.Hour)
+	add(err)
 	return errs
 }
 
@@ -2159,6 +2175,22 @@ func writeEverything(ctx context.Context, tx store.Tx) []error {
 // writeEverything.
 func checkFixtureOnly(t *testing.T, s store.Store) {
 	t.Helper()
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		if ses, err := tx.GetSession(ctx, "ses-1"); err != nil || ses.IdleSince != nil {
+			t.Errorf("GetSession(ses-1) = %+v, %v; want no idle time", ses, err)
+		}
+		_, err := tx.GetHold(ctx, "hold-9")
+		wantErr(t, "GetHold(hold-9)", err, store.ErrNotFound)
+		_, err = tx.GetBinary(ctx, "digest-9")
+		wantErr(t, "GetBinary(digest-9)", err, store.ErrNotFound)
+		if m, err := tx.Leases(ctx); err != nil || len(m) != 0 {
+			t.Errorf("Leases = %v, %v; want none", m, err)
+		}
+		if m, err := tx.LiveNodes(ctx); err != nil || len(m) != 0 {
+			t.Errorf("LiveNodes = %v, %v; want none", m, err)
+		}
+		return nil
+	})
 	view(t, s, func(ctx context.Context, tx store.Tx) error {
 		if v, err := tx.GetMeta(ctx, "m"); err != nil || v != "v1" {
 			t.Errorf("GetMeta(m) = %q, %v; want v1", v, err)
@@ -2325,6 +2357,49 @@ func testViewIsReadOnly(t *testing.T, s store.Store) {
 	err = s.View(t.Context(), func(tx store.Tx) error { return fmt.Errorf("wrapped: %w", errRollback) })
 	if !errors.Is(err, errRollback) {
 		t.Errorf("View returned %v, want the error of its fn", err)
+	}
+}
+
+// testRead: Read refuses writes like View, and each of its reads sees what
+// was committed before it, including Updates that commit while it runs.
+func testRead(t *testing.T, s store.Store) {
+	insertFixture(t, s)
+	err := s.Read(t.Context(), func(tx store.Tx) error {
+		if v, err := tx.GetMeta(t.Context(), "m"); err != nil || v != "v1" {
+			t.Errorf("GetMeta = %q, %v", v, err)
+		}
+		for i, err := range writeEverything(t.Context(), tx) {
+			if err == nil {
+				t.Errorf("write #%d in Read succeeded", i)
+			}
+		}
+		if _, err := tx.GetSession(t.Context(), "ses-none"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("GetSession(ses-none) in Read = %v, want ErrNotFound", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	checkFixtureOnly(t, s)
+	err = s.Read(t.Context(), func(tx store.Tx) error {
+		update(t, s, func(ctx context.Context, tx store.Tx) error { return tx.PutMeta(ctx, "m", "v2") })
+		if v, err := tx.GetMeta(t.Context(), "m"); err != nil || (v != "v2" && v != "v1") {
+			t.Errorf("GetMeta after a concurrent Update = %q, %v", v, err)
+		}
+		return fmt.Errorf("wrapped: %w", errRollback)
+	})
+	if !errors.Is(err, errRollback) {
+		t.Errorf("Read returned %v, want the error of its fn", err)
+	}
+	err = s.Read(t.Context(), func(tx store.Tx) error {
+		if v, err := tx.GetMeta(t.Context(), "m"); err != nil || v != "v2" {
+			t.Errorf("GetMeta in a Read after an Update = %q, %v; want v2", v, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Read: %v", err)
 	}
 }
 
