@@ -165,7 +165,7 @@ func (e *Engine) startTurnTx(ctx context.Context, tx store.Tx, t *store.Turn, wi
 	if _, err := e.appendEvent(ctx, tx, sessionID, t.ID, helmrtype.EventTurnRunning, nil, now); err != nil {
 		return nil, nil, err
 	}
-	if !withMessages {
+	if !withMessages || !t.Messaged {
 		return t, nil, nil
 	}
 	msgs, err := tx.PendingMessages(ctx, t.ID)
@@ -386,13 +386,15 @@ func (e *Engine) settleTx(ctx context.Context, tx store.Tx, t *store.Turn, st Se
 			return nil, false, err
 		}
 	}
-	msgs, err := tx.PendingMessages(ctx, t.ID)
-	if err != nil {
-		return nil, false, err
-	}
-	for i := range msgs {
-		if err := e.rejectMessageTx(ctx, tx, &msgs[i], "turn_settled", "the turn settled before the message was delivered", now); err != nil {
+	if t.Messaged {
+		msgs, err := tx.PendingMessages(ctx, t.ID)
+		if err != nil {
 			return nil, false, err
+		}
+		for i := range msgs {
+			if err := e.rejectMessageTx(ctx, tx, &msgs[i], "turn_settled", "the turn settled before the message was delivered", now); err != nil {
+				return nil, false, err
+			}
 		}
 	}
 	// The Session is idle when nothing is queued behind this Turn.

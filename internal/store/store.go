@@ -466,6 +466,9 @@ type Turn struct {
 	// Waited is set once the Turn asked a question or started a wait, so
 	// that settling a Turn that never did skips looking for them.
 	Waited bool
+	// Messaged is set once a message was admitted to the Turn, so that
+	// starting or settling a Turn that had none skips looking for them.
+	Messaged bool
 }
 
 // Message is a message sent to one exact Turn.

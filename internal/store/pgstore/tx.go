@@ -45,10 +45,11 @@ var errReadOnly = errors.New("pgstore: write in a read-only transaction")
 // trips, so a tx sends as few as it can, in pipelined batches (pgx.Batch,
 // one Sync each). BEGIN goes out with the first statement; a Session lock
 // goes out with the statement that follows it, together with one read of
-// the Session's last event sequence, last Turn sequence and (on a shared
-// database) lease holder, which the lock keeps current to the end of the
-// transaction, so that AppendEvent, MaxTurnSequence and LeaseHolder need
-// no round trip of their own; and writes whose only outcome is an error (exec: updates, upserts,
+// the Session's last event sequence, last Turn sequence, whether it has
+// an active hold and (on a shared database) its lease holder, which the
+// lock keeps current to the end of the transaction, so that AppendEvent,
+// MaxTurnSequence, LeaseHolder and ActiveHolds of a Session without holds
+// need no round trip of their own; and writes whose only outcome is an error (exec: updates, upserts,
 // appended events) are queued and go out ahead of the next statement, or
 // with COMMIT. The error of a queued write is reported by the next call
 // and by the commit: PostgreSQL has then aborted the transaction, and
@@ -73,6 +74,10 @@ type tx struct {
 	// transaction has read or assigned; turnSeqs their last Turn
 	// sequence.
 	seqs, turnSeqs map[string]int64
+	// unheld holds the locked Sessions that had no active hold when their
+	// lock was taken, and have had none inserted since. (A hold is
+	// inserted under its Session's lock; releasing one needs none.)
+	unheld map[string]bool
 	// leases tells that the database is shared by nodes: the lock read
 	// includes the lease holder, kept in holders.
 	leases  bool
@@ -94,7 +99,8 @@ const (
 	// lockedSQL reads what a Session's lock keeps current (see tx);
 	// lockedLeaseSQL adds its lease holder.
 	lockedSQL = `SELECT COALESCE((SELECT MAX(sequence) FROM events WHERE session_id = $1), 0),
- COALESCE((SELECT MAX(sequence) FROM turns WHERE session_id = $1), 0)`
+ COALESCE((SELECT MAX(sequence) FROM turns WHERE session_id = $1), 0),
+ NOT EXISTS (SELECT 1 FROM holds WHERE session_id = $1 AND released_at IS NULL)`
 	lockedLeaseSQL = lockedSQL + `, COALESCE((SELECT node_id FROM session_leases WHERE session_id = $1), '')`
 )
 
@@ -105,7 +111,7 @@ func newTx(conn *pgx.Conn, readOnly, leases bool) *tx {
 	if readOnly {
 		t.begin = beginView
 	} else {
-		t.locked, t.seqs, t.turnSeqs = map[string]bool{}, map[string]int64{}, map[string]int64{}
+		t.locked, t.seqs, t.turnSeqs, t.unheld = map[string]bool{}, map[string]int64{}, map[string]int64{}, map[string]bool{}
 		if leases {
 			t.holders = map[string]string{}
 		}
@@ -199,13 +205,17 @@ func (t *tx) readHead(br pgx.BatchResults, steps []step) error {
 		switch s.kind {
 		case 's':
 			var ev, tu int64
+			var unheld bool
 			var holder string
-			dest := []any{&ev, &tu, &holder}
+			dest := []any{&ev, &tu, &unheld, &holder}
 			if !t.leases {
-				dest = dest[:2]
+				dest = dest[:3]
 			}
 			if err = br.QueryRow().Scan(dest...); err == nil {
 				t.seqs[s.key], t.turnSeqs[s.key] = ev, tu
+				if unheld {
+					t.unheld[s.key] = true
+				}
 				if t.leases {
 					t.holders[s.key] = holder
 				}
@@ -406,17 +416,25 @@ func (t *tx) end(ctx context.Context) error {
 	return err
 }
 
-// readLocked makes sure that, in an Update, the Session's lock is taken
-// and what it keeps current has been read (see tx).
-func (t *tx) readLocked(ctx context.Context, sessionID string) error {
+// readLocked makes sure that, in an Update, the Sessions' locks are taken
+// and what they keep current has been read (see tx): one round trip when
+// any of them was not.
+func (t *tx) readLocked(ctx context.Context, sessionIDs ...string) error {
 	if t.readOnly {
 		return nil
 	}
-	if _, ok := t.seqs[sessionID]; ok {
-		return nil
+	unread := false
+	for _, id := range sessionIDs {
+		if _, ok := t.seqs[id]; ok {
+			continue
+		}
+		unread = true
+		if err := t.lock(ctx, id); err != nil {
+			return err
+		}
 	}
-	if err := t.lock(ctx, sessionID); err != nil {
-		return err
+	if !unread {
+		return nil
 	}
 	return mapErr(t.flush(ctx))
 }
@@ -739,13 +757,13 @@ func (t *tx) SessionsWithWork(ctx context.Context) ([]string, error) {
 }
 
 const turnCols = `id, session_id, sequence, status, input, source, created_at, started_at, terminal_at,
- result, response, response_staged, error_code, error_message, output_bytes, last_op, waited`
+ result, response, response_staged, error_code, error_message, output_bytes, last_op, waited, messaged`
 
 func scanTurn(row pgx.Row) (*store.Turn, error) {
 	var t store.Turn
 	var input, source, result, response []byte
 	if err := row.Scan(&t.ID, &t.SessionID, &t.Sequence, &t.Status, &input, &source, &t.CreatedAt, &t.StartedAt, &t.TerminalAt,
-		&result, &response, &t.ResponseStaged, &t.ErrorCode, &t.ErrorMessage, &t.OutputBytes, &t.LastOp, &t.Waited); err != nil {
+		&result, &response, &t.ResponseStaged, &t.ErrorCode, &t.ErrorMessage, &t.OutputBytes, &t.LastOp, &t.Waited, &t.Messaged); err != nil {
 		return nil, err
 	}
 	t.Input, t.Source, t.Result, t.Response = raw(input), raw(source), raw(result), raw(response)
@@ -756,10 +774,10 @@ func scanTurn(row pgx.Row) (*store.Turn, error) {
 }
 
 func (t *tx) InsertTurn(ctx context.Context, tr *store.Turn) error {
-	err := t.insert(ctx, []string{tr.SessionID}, `INSERT INTO turns(`+turnCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
+	err := t.insert(ctx, []string{tr.SessionID}, `INSERT INTO turns(`+turnCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
 		tr.ID, tr.SessionID, tr.Sequence, tr.Status, blob(tr.Input), blob(tr.Source), tr.CreatedAt,
 		tr.StartedAt, tr.TerminalAt, blob(tr.Result), blob(tr.Response), tr.ResponseStaged,
-		tr.ErrorCode, tr.ErrorMessage, tr.OutputBytes, tr.LastOp, tr.Waited)
+		tr.ErrorCode, tr.ErrorMessage, tr.OutputBytes, tr.LastOp, tr.Waited, tr.Messaged)
 	if n, ok := t.turnSeqs[tr.SessionID]; err == nil && ok && tr.Sequence > n {
 		t.turnSeqs[tr.SessionID] = tr.Sequence
 	}
@@ -794,9 +812,9 @@ func (t *tx) GetTurn(ctx context.Context, sessionID, turnID string) (*store.Turn
 
 func (t *tx) UpdateTurn(ctx context.Context, tr *store.Turn) error {
 	return t.exec(ctx, tr.SessionID, `UPDATE turns SET status = $1, started_at = $2, terminal_at = $3, result = $4, response = $5,
- response_staged = $6, error_code = $7, error_message = $8, output_bytes = $9, last_op = $10, waited = $11 WHERE session_id = $12 AND sequence = $13`,
+ response_staged = $6, error_code = $7, error_message = $8, output_bytes = $9, last_op = $10, waited = $11, messaged = $12 WHERE session_id = $13 AND sequence = $14`,
 		tr.Status, tr.StartedAt, tr.TerminalAt, blob(tr.Result), blob(tr.Response),
-		tr.ResponseStaged, tr.ErrorCode, tr.ErrorMessage, tr.OutputBytes, tr.LastOp, tr.Waited, tr.SessionID, tr.Sequence)
+		tr.ResponseStaged, tr.ErrorCode, tr.ErrorMessage, tr.OutputBytes, tr.LastOp, tr.Waited, tr.Messaged, tr.SessionID, tr.Sequence)
 }
 
 func (t *tx) ListTurns(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]store.Turn, error) {

@@ -790,6 +790,7 @@ func testTurns(t *testing.T, s store.Store) {
 		OutputBytes:    123456,
 		LastOp:         77,
 		Waited:         true,
+		Messaged:       true,
 	}
 	// Nil JSON and nil times stay nil.
 	minimal := &store.Turn{ID: "turn-2", SessionID: "ses-1", Sequence: 2, Status: "queued", CreatedAt: at(13)}
@@ -856,6 +857,7 @@ func testUpdateTurn(t *testing.T, s store.Store) {
 	running.OutputBytes = 10
 	running.LastOp = 3
 	running.Waited = false
+	running.Messaged = true
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
 		wantOK(t, "UpdateTurn(running)", tx.UpdateTurn(ctx, &running))
 		got, err := tx.GetTurn(ctx, tr.SessionID, tr.ID)
@@ -876,6 +878,7 @@ func testUpdateTurn(t *testing.T, s store.Store) {
 	done.OutputBytes = 1 << 40
 	done.LastOp = 1 << 33
 	done.Waited = true
+	done.Messaged = false
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
 		wantOK(t, "UpdateTurn(failed)", tx.UpdateTurn(ctx, &done))
 		return nil
@@ -2682,6 +2685,32 @@ func testHolds(t *testing.T, s store.Store) {
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
 		failed.RecoveredAt = ptr(at(75))
 		wantOK(t, "UpdateHold(recovered)", tx.UpdateHold(ctx, failed))
+		return nil
+	})
+	// Within one Update, ActiveHolds follows the holds that the same
+	// transaction inserts, releases and makes active again.
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		active := func(what string, want ...string) {
+			t.Helper()
+			hs, err := tx.ActiveHolds(ctx, []string{"ses-4", "ses-1"})
+			var ids []string
+			for _, h := range hs {
+				ids = append(ids, h.ID)
+			}
+			if err != nil || fmt.Sprint(ids) != fmt.Sprint(want) {
+				t.Errorf("ActiveHolds(ses-4, ses-1) %s = %v, %v; want %v", what, ids, err, want)
+			}
+		}
+		active("without holds")
+		h := &store.Hold{ID: "hold-4", SessionID: "ses-4", Kind: "interrupt", CanRelease: true, CreatedAt: at(76)}
+		wantOK(t, "InsertHold", tx.InsertHold(ctx, h))
+		active("after InsertHold", "hold-4")
+		h.ReleasedAt = ptr(at(77))
+		wantOK(t, "UpdateHold(released)", tx.UpdateHold(ctx, h))
+		active("after its release")
+		interrupt.ReleasedAt = nil
+		wantOK(t, "UpdateHold(active again)", tx.UpdateHold(ctx, interrupt))
+		active("after a hold is active again", "hold-1")
 		return nil
 	})
 	view(t, s, func(ctx context.Context, tx store.Tx) error {
