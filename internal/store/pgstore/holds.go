@@ -24,7 +24,6 @@ func scanHold(row pgx.Row) (*store.Hold, error) {
 }
 
 func (t *tx) InsertHold(ctx context.Context, h *store.Hold) error {
-	delete(t.unheld, h.SessionID)
 	return t.insert(ctx, []string{h.SessionID}, `INSERT INTO holds(`+holdCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
 		h.ID, h.SessionID, h.Kind, h.CanRelease, h.Reason, h.CreatedAt, h.ReleasedAt, h.RecoveredAt, h.IssuerSessionID)
 }
@@ -34,9 +33,6 @@ func (t *tx) GetHold(ctx context.Context, id string) (*store.Hold, error) {
 }
 
 func (t *tx) UpdateHold(ctx context.Context, h *store.Hold) error {
-	if h.ReleasedAt == nil {
-		delete(t.unheld, h.SessionID) // active again
-	}
 	return t.updateRow(ctx, `UPDATE holds SET released_at = $1, recovered_at = $2 WHERE id = $3`, h.ReleasedAt, h.RecoveredAt, h.ID)
 }
 
@@ -44,16 +40,9 @@ func (t *tx) ActiveHolds(ctx context.Context, sessionIDs []string) ([]store.Hold
 	if len(sessionIDs) == 0 {
 		return nil, nil
 	}
-	if err := t.readLocked(ctx, sessionIDs...); err != nil {
-		return nil, err
-	}
-	if !t.readOnly {
-		held := false
-		for _, id := range sessionIDs {
-			held = held || !t.unheld[id]
-		}
-		if !held {
-			return nil, nil
+	for _, id := range sessionIDs {
+		if err := t.lock(ctx, id); err != nil {
+			return nil, mapErr(err)
 		}
 	}
 	rows, err := t.q.Query(ctx, `SELECT `+holdCols+` FROM holds WHERE session_id = ANY($1) AND released_at IS NULL ORDER BY created_at, id`, sessionIDs)

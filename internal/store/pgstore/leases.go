@@ -41,9 +41,6 @@ func (t *tx) AcquireLease(ctx context.Context, sessionID, nodeID string, ttl tim
 	if err != nil {
 		return "", false, err
 	}
-	if t.holders != nil {
-		t.holders[sessionID] = nodeID
-	}
 	return nodeID, fresh, nil
 }
 
@@ -57,21 +54,12 @@ func (t *tx) RenewLeases(ctx context.Context, nodeID string, ttl time.Duration) 
 }
 
 func (t *tx) ReleaseLease(ctx context.Context, sessionID, nodeID string) error {
-	if t.holders[sessionID] == nodeID {
-		delete(t.holders, sessionID) // read again if asked
-	}
 	return t.exec(ctx, "", `DELETE FROM session_leases WHERE session_id = $1 AND node_id = $2`, sessionID, nodeID)
 }
 
 // LeaseHolder takes the Session's lock (in a write transaction), so that
 // the answer holds until the transaction ends.
 func (t *tx) LeaseHolder(ctx context.Context, sessionID string) (string, error) {
-	if err := t.readLocked(ctx, sessionID); err != nil {
-		return "", err
-	}
-	if n, ok := t.holders[sessionID]; ok {
-		return n, nil
-	}
 	var n string
 	err := mapErr(t.row(ctx, sessionID, `SELECT node_id FROM session_leases WHERE session_id = $1`, sessionID).Scan(&n))
 	if errors.Is(err, store.ErrNotFound) {

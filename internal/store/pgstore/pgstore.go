@@ -158,7 +158,7 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	if err != nil {
 		return fmt.Errorf("pgstore: begin: %w", err)
 	}
-	t := newTx(c.Conn(), false, s.node != "")
+	t := newTx(c.Conn(), false)
 	defer s.release(ctx, c, t)
 	if err := runFn(fn, t); err != nil {
 		return err
@@ -177,7 +177,7 @@ func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
 	if err != nil {
 		return fmt.Errorf("pgstore: begin read: %w", err)
 	}
-	t := newTx(c.Conn(), true, s.node != "")
+	t := newTx(c.Conn(), true)
 	defer s.release(ctx, c, t)
 	return runFn(fn, t)
 }
@@ -190,7 +190,7 @@ func (s *Store) Read(ctx context.Context, fn func(store.Tx) error) error {
 	if err != nil {
 		return fmt.Errorf("pgstore: read: %w", err)
 	}
-	t := newTx(c.Conn(), true, s.node != "")
+	t := newTx(c.Conn(), true)
 	t.begin = ""
 	defer s.release(ctx, c, t)
 	return runFn(fn, t)

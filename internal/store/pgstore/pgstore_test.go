@@ -28,12 +28,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func openAt(t *testing.T, url string) *Store { return openAs(t, url, "") }
-
-// openAs opens the store as node (none: not shared).
-func openAs(t *testing.T, url, node string) *Store {
+func openAt(t *testing.T, url string) *Store {
 	t.Helper()
-	s, err := Open(t.Context(), url, Options{NodeID: node})
+	s, err := Open(t.Context(), url, Options{})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -43,15 +40,6 @@ func openAs(t *testing.T, url, node string) *Store {
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {
 		return openAt(t, pgtest.URL(t))
-	})
-}
-
-// TestConformanceShared runs the suite on a store opened as a node of a
-// shared database, whose transactions also read lease holders with their
-// Session locks.
-func TestConformanceShared(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store {
-		return openAs(t, pgtest.URL(t), "node-test")
 	})
 }
 

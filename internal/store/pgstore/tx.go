@@ -44,12 +44,9 @@ var errReadOnly = errors.New("pgstore: write in a read-only transaction")
 // Round trips: on a local server a transaction's cost is mostly its round
 // trips, so a tx sends as few as it can, in pipelined batches (pgx.Batch,
 // one Sync each). BEGIN goes out with the first statement; a Session lock
-// goes out with the statement that follows it, together with one read of
-// the Session's last event sequence, last Turn sequence, whether it has
-// an active hold and (on a shared database) its lease holder, which the
-// lock keeps current to the end of the transaction, so that AppendEvent,
-// MaxTurnSequence, LeaseHolder and ActiveHolds of a Session without holds
-// need no round trip of their own; and writes whose only outcome is an error (exec: updates, upserts,
+// goes out with the statement that follows it, together with a read of the
+// Session's last event sequence (so that AppendEvent needs no read of its
+// own); and writes whose only outcome is an error (exec: updates, upserts,
 // appended events) are queued and go out ahead of the next statement, or
 // with COMMIT. The error of a queued write is reported by the next call
 // and by the commit: PostgreSQL has then aborted the transaction, and
@@ -71,17 +68,8 @@ type tx struct {
 	// queued.
 	locked map[string]bool
 	// seqs holds the last event sequence of locked Sessions that this
-	// transaction has read or assigned; turnSeqs their last Turn
-	// sequence.
-	seqs, turnSeqs map[string]int64
-	// unheld holds the locked Sessions that had no active hold when their
-	// lock was taken, and have had none inserted since. (A hold is
-	// inserted under its Session's lock; releasing one needs none.)
-	unheld map[string]bool
-	// leases tells that the database is shared by nodes: the lock read
-	// includes the lease holder, kept in holders.
-	leases  bool
-	holders map[string]string
+	// transaction has read or assigned.
+	seqs map[string]int64
 }
 
 // queued is a lock (lock set) or a write waiting to be sent.
@@ -96,25 +84,15 @@ const (
 	beginView   = `begin isolation level repeatable read read only`
 	lockSQL     = `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`
 	lastSeqSQL  = `SELECT COALESCE(MAX(sequence), 0) FROM events WHERE session_id = $1`
-	// lockedSQL reads what a Session's lock keeps current (see tx);
-	// lockedLeaseSQL adds its lease holder.
-	lockedSQL = `SELECT COALESCE((SELECT MAX(sequence) FROM events WHERE session_id = $1), 0),
- COALESCE((SELECT MAX(sequence) FROM turns WHERE session_id = $1), 0),
- NOT EXISTS (SELECT 1 FROM holds WHERE session_id = $1 AND released_at IS NULL)`
-	lockedLeaseSQL = lockedSQL + `, COALESCE((SELECT node_id FROM session_leases WHERE session_id = $1), '')`
 )
 
-// newTx returns a tx on conn, whose transaction has not begun yet; leases
-// tells that nodes share the database (see tx.leases).
-func newTx(conn *pgx.Conn, readOnly, leases bool) *tx {
-	t := &tx{conn: conn, readOnly: readOnly, begin: beginUpdate, leases: leases}
+// newTx returns a tx on conn, whose transaction has not begun yet.
+func newTx(conn *pgx.Conn, readOnly bool) *tx {
+	t := &tx{conn: conn, readOnly: readOnly, begin: beginUpdate}
 	if readOnly {
 		t.begin = beginView
 	} else {
-		t.locked, t.seqs, t.turnSeqs, t.unheld = map[string]bool{}, map[string]int64{}, map[string]int64{}, map[string]bool{}
-		if leases {
-			t.holders = map[string]string{}
-		}
+		t.locked, t.seqs = map[string]bool{}, map[string]int64{}
 	}
 	t.q = txConn{t}
 	return t
@@ -154,13 +132,13 @@ func (t *tx) lock(_ context.Context, key string) error {
 
 // step tells how to read one result at the head of a batch.
 type step struct {
-	kind byte // 'b' BEGIN, 'l' lock, 's' what the lock of key keeps current, 'w' write
+	kind byte // 'b' BEGIN, 'l' lock, 's' last event sequence of key, 'w' write
 	key  string
 }
 
 // head starts a batch with what must precede the next statement: BEGIN,
-// then the queued locks (each followed by the read of what it keeps
-// current, in an Update) and writes. It returns nil when there is
+// then the queued locks (each followed by a read of its Session's last
+// event sequence, in an Update) and writes. It returns nil when there is
 // nothing to send ahead.
 func (t *tx) head() (*pgx.Batch, []step) {
 	if t.begin == "" && len(t.queued) == 0 {
@@ -184,11 +162,7 @@ func (t *tx) head() (*pgx.Batch, []step) {
 		if _, ok := t.seqs[q.lock]; !ok && !strings.HasPrefix(q.lock, sessionKeyLockPrefix) {
 			// A statement of its own: it sees what the previous holder
 			// of the lock committed.
-			if t.leases {
-				b.Queue(lockedLeaseSQL, q.lock)
-			} else {
-				b.Queue(lockedSQL, q.lock)
-			}
+			b.Queue(lastSeqSQL, q.lock)
 			steps = append(steps, step{kind: 's', key: q.lock})
 		}
 	}
@@ -204,21 +178,9 @@ func (t *tx) readHead(br pgx.BatchResults, steps []step) error {
 		var err error
 		switch s.kind {
 		case 's':
-			var ev, tu int64
-			var unheld bool
-			var holder string
-			dest := []any{&ev, &tu, &unheld, &holder}
-			if !t.leases {
-				dest = dest[:3]
-			}
-			if err = br.QueryRow().Scan(dest...); err == nil {
-				t.seqs[s.key], t.turnSeqs[s.key] = ev, tu
-				if unheld {
-					t.unheld[s.key] = true
-				}
-				if t.leases {
-					t.holders[s.key] = holder
-				}
+			var n int64
+			if err = br.QueryRow().Scan(&n); err == nil {
+				t.seqs[s.key] = n
 			}
 		default:
 			_, err = br.Exec()
@@ -414,29 +376,6 @@ func (t *tx) end(ctx context.Context) error {
 	}
 	_, err := t.conn.Exec(ctx, `rollback`)
 	return err
-}
-
-// readLocked makes sure that, in an Update, the Sessions' locks are taken
-// and what they keep current has been read (see tx): one round trip when
-// any of them was not.
-func (t *tx) readLocked(ctx context.Context, sessionIDs ...string) error {
-	if t.readOnly {
-		return nil
-	}
-	unread := false
-	for _, id := range sessionIDs {
-		if _, ok := t.seqs[id]; ok {
-			continue
-		}
-		unread = true
-		if err := t.lock(ctx, id); err != nil {
-			return err
-		}
-	}
-	if !unread {
-		return nil
-	}
-	return mapErr(t.flush(ctx))
 }
 
 // row runs a single-row query after taking lock key.
@@ -774,14 +713,10 @@ func scanTurn(row pgx.Row) (*store.Turn, error) {
 }
 
 func (t *tx) InsertTurn(ctx context.Context, tr *store.Turn) error {
-	err := t.insert(ctx, []string{tr.SessionID}, `INSERT INTO turns(`+turnCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
+	return t.insert(ctx, []string{tr.SessionID}, `INSERT INTO turns(`+turnCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
 		tr.ID, tr.SessionID, tr.Sequence, tr.Status, blob(tr.Input), blob(tr.Source), tr.CreatedAt,
 		tr.StartedAt, tr.TerminalAt, blob(tr.Result), blob(tr.Response), tr.ResponseStaged,
 		tr.ErrorCode, tr.ErrorMessage, tr.OutputBytes, tr.LastOp, tr.Waited, tr.Messaged)
-	if n, ok := t.turnSeqs[tr.SessionID]; err == nil && ok && tr.Sequence > n {
-		t.turnSeqs[tr.SessionID] = tr.Sequence
-	}
-	return err
 }
 
 func (t *tx) queryTurns(ctx context.Context, key string, q string, args ...any) ([]store.Turn, error) {
@@ -822,12 +757,6 @@ func (t *tx) ListTurns(ctx context.Context, sessionID string, afterSeq int64, li
 }
 
 func (t *tx) MaxTurnSequence(ctx context.Context, sessionID string) (int64, error) {
-	if err := t.readLocked(ctx, sessionID); err != nil {
-		return 0, err
-	}
-	if n, ok := t.turnSeqs[sessionID]; ok {
-		return n, nil
-	}
 	var n int64
 	err := mapErr(t.row(ctx, sessionID, `SELECT COALESCE(MAX(sequence), 0) FROM turns WHERE session_id = $1`, sessionID).Scan(&n))
 	return n, err
@@ -936,11 +865,19 @@ func (t *tx) ListEvents(ctx context.Context, sessionID string, after int64, limi
 // LastEventSequence reads, in an Update, the sequence that the Session's
 // lock brought along (see tx): taking the lock is what it costs.
 func (t *tx) LastEventSequence(ctx context.Context, sessionID string) (int64, error) {
-	if err := t.readLocked(ctx, sessionID); err != nil {
-		return 0, err
-	}
-	if n, ok := t.seqs[sessionID]; ok {
-		return n, nil
+	if !t.readOnly {
+		if n, ok := t.seqs[sessionID]; ok {
+			return n, nil
+		}
+		if err := t.lock(ctx, sessionID); err != nil {
+			return 0, err
+		}
+		if err := t.flush(ctx); err != nil {
+			return 0, mapErr(err)
+		}
+		if n, ok := t.seqs[sessionID]; ok {
+			return n, nil
+		}
 	}
 	var n int64
 	if err := t.q.QueryRow(ctx, lastSeqSQL, sessionID).Scan(&n); err != nil {
