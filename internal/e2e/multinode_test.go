@@ -23,6 +23,8 @@ import (
 	"github.com/helmr-go/helmr/helmrclient"
 	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/controlplane"
+	"github.com/helmr-go/helmr/internal/engine"
+	"github.com/helmr-go/helmr/internal/store/pgstore"
 	"github.com/helmr-go/helmr/internal/store/pgstore/pgtest"
 	"github.com/jackc/pgx/v5"
 )
@@ -811,5 +813,64 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: not within a minute", what)
 		}
+	}
+}
+
+// TestMissedNoticesAreMadeUp: an interrupt of a Turn and a Command's cancel
+// that the supervising node never heard of (recorded by another writer
+// whose notice it missed) take effect when its listening connection comes
+// back and it catches up.
+func TestMissedNoticesAreMadeUp(t *testing.T) {
+	db := pgtest.URL(t)
+	p := startPlaneWith(t, "", "127.0.0.1:0", db)
+	r := p.create("chat", text("hi"))
+	waitOutput(t, p, r.Session.ID, "listening")
+	var c helmrtype.ComputerState
+	p.must("POST", "/v1/computers", helmrtype.ComputerCreateRequest{Template: "box"}, &c)
+	var cmd helmrtype.CommandState
+	p.must("POST", "/v1/computers/"+c.ID+"/commands", helmrtype.CommandRequest{Command: []string{"/bin/sleep", "30"}}, &cmd)
+
+	// Another writer records both and sends no notice: an engine that is
+	// no node, on the same database.
+	ctx := context.Background()
+	st, err := pgstore.Open(ctx, db, pgstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := engine.New(st, engine.Options{})
+	if _, err := e.InterruptTurn(ctx, r.Session.ID, r.Turn.ID, helmrtype.ControlRequest{}); err != nil {
+		t.Fatalf("interrupt: %v", err)
+	}
+	if _, err := e.CancelCommand(ctx, cmd.ID); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	st.Close()
+	time.Sleep(300 * time.Millisecond)
+	var ts helmrtype.TurnState
+	p.must("GET", "/v1/sessions/"+r.Session.ID+"/turns/"+r.Turn.ID, nil, &ts)
+	var cs helmrtype.CommandState
+	p.must("GET", "/v1/commands/"+cmd.ID, nil, &cs)
+	if ts.Status != helmrtype.TurnRunning || cs.Status != helmrtype.CommandRunning {
+		t.Fatalf("before the node catches up: turn %s, command %s; want both running", ts.Status, cs.Status)
+	}
+
+	// The node's listening connection drops; it reconnects and catches up.
+	conn, err := pgx.Connect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+ WHERE datname = current_database() AND query LIKE 'LISTEN%'`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("end the listening connection: %d, %v", n, err)
+	}
+	if o := p.wait(r.Session.ID, r.Turn.ID); o.Status != helmrtype.TurnInterrupted || o.Error == nil || o.Error.Code != helmrtype.CodeInterrupted {
+		t.Errorf("turn after the node caught up: %+v %+v", o, o.Error)
+	}
+	var w helmrtype.CommandWaitResult
+	p.must("GET", "/v1/commands/"+cmd.ID+"/wait?timeout=30s", nil, &w)
+	if w.Command == nil || w.Command.Status != helmrtype.CommandCancelled {
+		t.Errorf("command after the node caught up: %+v", w.Command)
 	}
 }

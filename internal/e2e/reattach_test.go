@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/engine"
+	"github.com/helmr-go/helmr/internal/store/sqlitestore"
 )
 
 // detach stops the control plane the way helmr server does: its session
@@ -152,6 +154,36 @@ func isZombie(pid int) bool {
 	b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
 	i := strings.LastIndexByte(string(b), ')')
 	return i > 0 && i+2 < len(b) && b[i+2] == 'Z'
+}
+
+// An interrupt of a Turn that was accepted but never reached its process
+// (the control plane stopped right after committing it) reaches the
+// process when it reattaches to the next control plane. The interrupt is
+// accepted here by an engine on the same database with no supervisor,
+// which is what a control plane that dies after its commit leaves.
+func TestInterruptAcceptedBeforeRestart(t *testing.T) {
+	dir := t.TempDir()
+	p, sid, turnID := listening(t, dir)
+	pid := sessionPID(t, p, sid)
+	p.detach()
+	ctx := context.Background()
+	st, err := sqlitestore.Open(ctx, filepath.Join(dir, "helmr.db"), sqlitestore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := engine.New(st, engine.Options{}).InterruptTurn(ctx, sid, turnID, helmrtype.ControlRequest{})
+	st.Close()
+	if err != nil || rec.Status != "accepted" {
+		t.Fatalf("interrupt: %+v, %v", rec, err)
+	}
+	p2 := startPlane(t, dir)
+	o := p2.wait(sid, turnID)
+	if o.Status != "interrupted" || o.Error == nil || o.Error.Code != helmrtype.CodeInterrupted {
+		t.Fatalf("turn after the restart: %+v %+v", o, o.Error)
+	}
+	if now := sessionPID(t, p2, sid); now != pid {
+		t.Fatalf("the process changed: %d then %d", pid, now)
+	}
 }
 
 // An interrupt accepted while the Turn's process has not reattached yet

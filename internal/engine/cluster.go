@@ -246,13 +246,14 @@ func (e *Engine) announceWork(ctx context.Context, tx store.Tx, ids []string) er
 
 // InterruptDue reports whether the process running the Session's Turn
 // turnID should stop it: the Turn is no longer the running one (it was
-// settled), an interrupt hold applies to the Session (its own or an
-// ancestor's), or the Session was cancelled. A node that may have missed
-// the notice asks it (Resync).
+// settled), an interrupt of the Turn was accepted, an interrupt hold
+// applies to the Session (its own or an ancestor's), or the Session was
+// cancelled. A node that may have missed the notice asks it (Resync), and
+// so does a restarted control plane when a process reattaches.
 func (e *Engine) InterruptDue(ctx context.Context, sessionID, turnID string) (bool, error) {
 	return read(ctx, e.store, func(tx store.Tx) (bool, error) {
 		t, err := tx.ActiveTurn(ctx, sessionID)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && (t.ID != turnID || t.Status != helmrtype.TurnRunning)) {
+		if errors.Is(err, store.ErrNotFound) || (err == nil && (t.ID != turnID || t.Status != helmrtype.TurnRunning || t.InterruptRequested)) {
 			return true, nil
 		}
 		if err != nil {

@@ -470,25 +470,43 @@ func (e *Engine) WaitCommand(ctx context.Context, id string, timeout time.Durati
 }
 
 // CancelCommand asks the runner to stop a running Command; cancelling an
-// ended one returns it as it is.
+// ended one returns it as it is. The request is recorded, so that the node
+// running the Command stops it even if it missed the notice (see
+// CommandCancelRequested).
 func (e *Engine) CancelCommand(ctx context.Context, id string) (*helmrtype.CommandState, error) {
 	c, err := e.GetCommand(ctx, id)
+	if err != nil || helmrtype.CommandTerminal(c.Status) {
+		return c, err
+	}
+	err = e.store.Update(ctx, func(tx store.Tx) error {
+		c, err := e.getCommandTx(ctx, tx, id)
+		if err != nil || helmrtype.CommandTerminal(c.Status) || c.CancelRequested {
+			return err
+		}
+		c.CancelRequested = true
+		if err := tx.UpdateCommand(ctx, c); err != nil {
+			return err
+		}
+		if e.node == "" {
+			return nil
+		}
+		// The node that runs it may be another one.
+		return tx.Announce(ctx, store.Notice{Kind: NoticeCommandCancel, CommandID: id})
+	})
 	if err != nil {
 		return nil, err
 	}
-	if !helmrtype.CommandTerminal(c.Status) {
-		e.commandRunner().CancelCommand(id)
-		if e.node != "" {
-			// The node that runs it may be another one.
-			err := e.store.Update(ctx, func(tx store.Tx) error {
-				return tx.Announce(ctx, store.Notice{Kind: NoticeCommandCancel, CommandID: id})
-			})
-			if err != nil {
-				return nil, err
-			}
-		}
-	}
+	e.commandRunner().CancelCommand(id)
 	return c, nil
+}
+
+// CommandCancelRequested reports whether a cancel of the Command was
+// accepted: a node that may have missed the notice asks it.
+func (e *Engine) CommandCancelRequested(ctx context.Context, id string) (bool, error) {
+	return read(ctx, e.store, func(tx store.Tx) (bool, error) {
+		c, err := tx.GetCommand(ctx, id)
+		return err == nil && c.CancelRequested, err
+	})
 }
 
 // CommandOutput appends output chunks of a running Command, in order.

@@ -295,7 +295,7 @@ func TestLimitsCountPlainJSON(t *testing.T) {
 }
 
 // TestInterruptDue: a node that missed a notice asks whether the Turn it
-// runs should stop: yes after an interrupt (of the Session or an
+// runs should stop: yes after an interrupt (of the Turn, the Session or an
 // ancestor) or a cancel, not for a plain running Turn.
 func TestInterruptDue(t *testing.T) {
 	e := newEngine(t)
@@ -327,6 +327,15 @@ func TestInterruptDue(t *testing.T) {
 	}
 	if !due(b) {
 		t.Error("not due after a cancel")
+	}
+	// An interrupt of the Turn alone places no hold; it is recorded.
+	d, td := running(t, e)
+	turns[d] = td
+	if _, err := e.InterruptTurn(ctx, d, td, helmrtype.ControlRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if !due(d) {
+		t.Error("not due after an interrupt of the Turn")
 	}
 	// A Turn that is not the running one (settled meanwhile) is due.
 	c, _ := running(t, e)

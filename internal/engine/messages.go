@@ -138,6 +138,14 @@ func (e *Engine) InterruptTurn(ctx context.Context, sessionID, turnID string, re
 			if err != nil {
 				return nil, err
 			}
+			// Recorded, so that a process that reattaches after a restart,
+			// or a node that missed the notice, still stops it.
+			if !t.InterruptRequested {
+				t.InterruptRequested = true
+				if err := tx.UpdateTurn(ctx, t); err != nil {
+					return nil, err
+				}
+			}
 			// The node that runs the Turn may be another one.
 			if err := e.announceInterrupts(ctx, tx, []store.Turn{*t}); err != nil {
 				return nil, err

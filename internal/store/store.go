@@ -244,7 +244,9 @@ type Tx interface {
 	// Commands
 	InsertCommand(ctx context.Context, c *Command) error
 	GetCommand(ctx context.Context, id string) (*Command, error)
-	// UpdateCommand writes Status, ExitCode, Error, StartedAt and EndedAt.
+	// UpdateCommand writes Status, ExitCode, Error, StartedAt and EndedAt,
+	// and sets CancelRequested when c has it (a Command written from an
+	// older read does not clear it).
 	UpdateCommand(ctx context.Context, c *Command) error
 	// ListCommands lists a Computer's Commands by ID after afterID.
 	ListCommands(ctx context.Context, computerID, afterID string, limit int) ([]Command, error)
@@ -294,6 +296,10 @@ type Command struct {
 	EndedAt   *time.Time
 	// NodeID is the control-plane node that runs it ("" with one node).
 	NodeID string
+	// CancelRequested is set once a cancel was accepted, so that the node
+	// running the Command stops it even if it missed the notice.
+	// UpdateCommand sets it and never clears it.
+	CancelRequested bool
 }
 
 // CommandLog is one chunk of a Command's output.
@@ -469,6 +475,10 @@ type Turn struct {
 	// Messaged is set once a message was admitted to the Turn, so that
 	// starting or settling a Turn that had none skips looking for them.
 	Messaged bool
+	// InterruptRequested is set when an interrupt of this Turn alone (no
+	// hold) is accepted, so that it is not lost before it reaches the
+	// process (a restart, a node that missed the notice).
+	InterruptRequested bool
 }
 
 // Message is a message sent to one exact Turn.

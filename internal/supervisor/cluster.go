@@ -229,8 +229,20 @@ func (s *Supervisor) resumeWaits(p *proc) {
 }
 
 // Resync catches up after notices from other nodes may have been missed:
-// every process here looks for work, messages and wait outcomes again.
+// every process here looks for work, messages and wait outcomes again, and
+// a Command here whose cancel was accepted meanwhile stops.
 func (s *Supervisor) Resync() {
+	s.mu.Lock()
+	cmds := make([]string, 0, len(s.cmds))
+	for id := range s.cmds {
+		cmds = append(cmds, id)
+	}
+	s.mu.Unlock()
+	for _, id := range cmds {
+		if req, err := s.eng.CommandCancelRequested(s.ctx, id); err == nil && req {
+			s.CancelCommand(id)
+		}
+	}
 	for _, p := range s.snapshot() {
 		p.mu.Lock()
 		running := p.running

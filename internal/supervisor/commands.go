@@ -169,6 +169,11 @@ func (s *Supervisor) runCommand(c store.Command, rc *runningCommand) {
 		fail(helmrtype.CodeUnavailable, "start: %v", err)
 		return
 	}
+	// A cancel accepted before the Command was registered here found
+	// nothing to stop.
+	if req, err := s.eng.CommandCancelRequested(ctx, c.ID); err == nil && req {
+		rc.once.Do(func() { close(rc.cancel) })
+	}
 	timeout := time.Duration(c.TimeoutMS) * time.Millisecond
 	if timeout <= 0 {
 		timeout = helmrtype.DefaultCommandTimeout

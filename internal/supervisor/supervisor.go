@@ -1271,6 +1271,13 @@ func (s *Supervisor) reattach(ctx context.Context, p *proc, r *protocol.Resume) 
 		reason, cancelled := p.pendingCancel[t.ID]
 		p.pendingCancel = nil
 		p.mu.Unlock()
+		if !cancelled {
+			// An interrupt or cancel accepted before the restart may not
+			// have reached the process.
+			if due, err := s.eng.InterruptDue(ctx, p.sessionID, t.ID); err == nil && due {
+				reason, cancelled = protocol.ReasonInterrupted, true
+			}
+		}
 		if cancelled {
 			s.cancelTurn(p, t.ID, reason)
 		}

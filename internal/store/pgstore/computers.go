@@ -105,7 +105,7 @@ func (t *tx) UpdateComputer(ctx context.Context, c *store.Computer) error {
 
 // --- commands ---
 
-const commandCols = `id, computer_id, argv, cwd, env, stdin, timeout_ms, status, exit_code, error, created_at, started_at, ended_at, node_id`
+const commandCols = `id, computer_id, argv, cwd, env, stdin, timeout_ms, status, exit_code, error, created_at, started_at, ended_at, node_id, cancel_requested`
 
 func scanCommand(row pgx.Row) (*store.Command, error) {
 	var c store.Command
@@ -113,7 +113,7 @@ func scanCommand(row pgx.Row) (*store.Command, error) {
 	var stdin []byte
 	var exit *int64
 	if err := row.Scan(&c.ID, &c.ComputerID, &argv, &c.Cwd, &env, &stdin, &c.TimeoutMS, &c.Status, &exit, &c.Error,
-		&c.CreatedAt, &c.StartedAt, &c.EndedAt, &c.NodeID); err != nil {
+		&c.CreatedAt, &c.StartedAt, &c.EndedAt, &c.NodeID, &c.CancelRequested); err != nil {
 		return nil, err
 	}
 	var err error
@@ -151,9 +151,9 @@ func (t *tx) InsertCommand(ctx context.Context, c *store.Command) error {
 	if err != nil {
 		return err
 	}
-	return t.insert(ctx, nil, `INSERT INTO commands(`+commandCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+	return t.insert(ctx, nil, `INSERT INTO commands(`+commandCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
 		c.ID, c.ComputerID, argv, c.Cwd, env, nullBytes(c.Stdin), c.TimeoutMS, c.Status, exitCode(c.ExitCode), c.Error,
-		c.CreatedAt, c.StartedAt, c.EndedAt, c.NodeID)
+		c.CreatedAt, c.StartedAt, c.EndedAt, c.NodeID, c.CancelRequested)
 }
 
 func (t *tx) GetCommand(ctx context.Context, id string) (*store.Command, error) {
@@ -161,8 +161,9 @@ func (t *tx) GetCommand(ctx context.Context, id string) (*store.Command, error) 
 }
 
 func (t *tx) UpdateCommand(ctx context.Context, c *store.Command) error {
-	return t.updateRow(ctx, `UPDATE commands SET status = $1, exit_code = $2, error = $3, started_at = $4, ended_at = $5 WHERE id = $6`,
-		c.Status, exitCode(c.ExitCode), c.Error, c.StartedAt, c.EndedAt, c.ID)
+	return t.updateRow(ctx, `UPDATE commands SET status = $1, exit_code = $2, error = $3, started_at = $4, ended_at = $5,
+ cancel_requested = cancel_requested OR $6 WHERE id = $7`,
+		c.Status, exitCode(c.ExitCode), c.Error, c.StartedAt, c.EndedAt, c.CancelRequested, c.ID)
 }
 
 func (t *tx) ListCommands(ctx context.Context, computerID, afterID string, limit int) ([]store.Command, error) {

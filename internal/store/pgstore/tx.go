@@ -696,13 +696,13 @@ func (t *tx) SessionsWithWork(ctx context.Context) ([]string, error) {
 }
 
 const turnCols = `id, session_id, sequence, status, input, source, created_at, started_at, terminal_at,
- result, response, response_staged, error_code, error_message, output_bytes, last_op, waited, messaged`
+ result, response, response_staged, error_code, error_message, output_bytes, last_op, waited, messaged, interrupt_requested`
 
 func scanTurn(row pgx.Row) (*store.Turn, error) {
 	var t store.Turn
 	var input, source, result, response []byte
 	if err := row.Scan(&t.ID, &t.SessionID, &t.Sequence, &t.Status, &input, &source, &t.CreatedAt, &t.StartedAt, &t.TerminalAt,
-		&result, &response, &t.ResponseStaged, &t.ErrorCode, &t.ErrorMessage, &t.OutputBytes, &t.LastOp, &t.Waited, &t.Messaged); err != nil {
+		&result, &response, &t.ResponseStaged, &t.ErrorCode, &t.ErrorMessage, &t.OutputBytes, &t.LastOp, &t.Waited, &t.Messaged, &t.InterruptRequested); err != nil {
 		return nil, err
 	}
 	t.Input, t.Source, t.Result, t.Response = raw(input), raw(source), raw(result), raw(response)
@@ -713,10 +713,10 @@ func scanTurn(row pgx.Row) (*store.Turn, error) {
 }
 
 func (t *tx) InsertTurn(ctx context.Context, tr *store.Turn) error {
-	return t.insert(ctx, []string{tr.SessionID}, `INSERT INTO turns(`+turnCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
+	return t.insert(ctx, []string{tr.SessionID}, `INSERT INTO turns(`+turnCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`,
 		tr.ID, tr.SessionID, tr.Sequence, tr.Status, blob(tr.Input), blob(tr.Source), tr.CreatedAt,
 		tr.StartedAt, tr.TerminalAt, blob(tr.Result), blob(tr.Response), tr.ResponseStaged,
-		tr.ErrorCode, tr.ErrorMessage, tr.OutputBytes, tr.LastOp, tr.Waited, tr.Messaged)
+		tr.ErrorCode, tr.ErrorMessage, tr.OutputBytes, tr.LastOp, tr.Waited, tr.Messaged, tr.InterruptRequested)
 }
 
 func (t *tx) queryTurns(ctx context.Context, key string, q string, args ...any) ([]store.Turn, error) {
@@ -747,9 +747,9 @@ func (t *tx) GetTurn(ctx context.Context, sessionID, turnID string) (*store.Turn
 
 func (t *tx) UpdateTurn(ctx context.Context, tr *store.Turn) error {
 	return t.exec(ctx, tr.SessionID, `UPDATE turns SET status = $1, started_at = $2, terminal_at = $3, result = $4, response = $5,
- response_staged = $6, error_code = $7, error_message = $8, output_bytes = $9, last_op = $10, waited = $11, messaged = $12 WHERE session_id = $13 AND sequence = $14`,
+ response_staged = $6, error_code = $7, error_message = $8, output_bytes = $9, last_op = $10, waited = $11, messaged = $12, interrupt_requested = $13 WHERE session_id = $14 AND sequence = $15`,
 		tr.Status, tr.StartedAt, tr.TerminalAt, blob(tr.Result), blob(tr.Response),
-		tr.ResponseStaged, tr.ErrorCode, tr.ErrorMessage, tr.OutputBytes, tr.LastOp, tr.Waited, tr.Messaged, tr.SessionID, tr.Sequence)
+		tr.ResponseStaged, tr.ErrorCode, tr.ErrorMessage, tr.OutputBytes, tr.LastOp, tr.Waited, tr.Messaged, tr.InterruptRequested, tr.SessionID, tr.Sequence)
 }
 
 func (t *tx) ListTurns(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]store.Turn, error) {

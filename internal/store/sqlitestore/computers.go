@@ -105,7 +105,7 @@ func (t *tx) UpdateComputer(ctx context.Context, c *store.Computer) error {
 
 // --- commands ---
 
-const commandCols = `id, computer_id, argv, cwd, env, stdin, timeout_ms, status, exit_code, error, created_at, started_at, ended_at, node_id`
+const commandCols = `id, computer_id, argv, cwd, env, stdin, timeout_ms, status, exit_code, error, created_at, started_at, ended_at, node_id, cancel_requested`
 
 func scanCommand(sc interface{ Scan(...any) error }) (*store.Command, error) {
 	var c store.Command
@@ -114,8 +114,9 @@ func scanCommand(sc interface{ Scan(...any) error }) (*store.Command, error) {
 	var exit sql.NullInt64
 	var created int64
 	var started, ended sql.NullInt64
+	var cancel int
 	if err := sc.Scan(&c.ID, &c.ComputerID, &argv, &c.Cwd, &env, &stdin, &c.TimeoutMS, &c.Status, &exit, &c.Error,
-		&created, &started, &ended, &c.NodeID); err != nil {
+		&created, &started, &ended, &c.NodeID, &cancel); err != nil {
 		return nil, err
 	}
 	var err error
@@ -132,6 +133,7 @@ func scanCommand(sc interface{ Scan(...any) error }) (*store.Command, error) {
 	}
 	c.CreatedAt = fromMicros(created)
 	c.StartedAt, c.EndedAt = fromNullMicros(started), fromNullMicros(ended)
+	c.CancelRequested = cancel != 0
 	return &c, nil
 }
 
@@ -144,9 +146,9 @@ func (t *tx) InsertCommand(ctx context.Context, c *store.Command) error {
 	if err != nil {
 		return err
 	}
-	return t.exec(ctx, `INSERT INTO commands(`+commandCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	return t.exec(ctx, `INSERT INTO commands(`+commandCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		c.ID, c.ComputerID, argv, c.Cwd, env, nullBytes(c.Stdin), c.TimeoutMS, c.Status, nullInt(c.ExitCode), c.Error,
-		micros(c.CreatedAt), nullMicros(c.StartedAt), nullMicros(c.EndedAt), c.NodeID)
+		micros(c.CreatedAt), nullMicros(c.StartedAt), nullMicros(c.EndedAt), c.NodeID, boolInt(c.CancelRequested))
 }
 
 func (t *tx) GetCommand(ctx context.Context, id string) (*store.Command, error) {
@@ -154,8 +156,9 @@ func (t *tx) GetCommand(ctx context.Context, id string) (*store.Command, error) 
 }
 
 func (t *tx) UpdateCommand(ctx context.Context, c *store.Command) error {
-	return t.updateRow(ctx, `UPDATE commands SET status = ?, exit_code = ?, error = ?, started_at = ?, ended_at = ? WHERE id = ?`,
-		c.Status, nullInt(c.ExitCode), c.Error, nullMicros(c.StartedAt), nullMicros(c.EndedAt), c.ID)
+	return t.updateRow(ctx, `UPDATE commands SET status = ?, exit_code = ?, error = ?, started_at = ?, ended_at = ?,
+ cancel_requested = max(cancel_requested, ?) WHERE id = ?`,
+		c.Status, nullInt(c.ExitCode), c.Error, nullMicros(c.StartedAt), nullMicros(c.EndedAt), boolInt(c.CancelRequested), c.ID)
 }
 
 func (t *tx) ListCommands(ctx context.Context, computerID, afterID string, limit int) ([]store.Command, error) {

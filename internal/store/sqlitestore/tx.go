@@ -307,20 +307,20 @@ func (t *tx) SessionsWithWork(ctx context.Context) ([]string, error) {
 }
 
 const turnCols = `id, session_id, sequence, status, input, source, created_at, started_at, terminal_at,
- result, response, response_staged, error_code, error_message, output_bytes, last_op, waited, messaged`
+ result, response, response_staged, error_code, error_message, output_bytes, last_op, waited, messaged, interrupt_requested`
 
 func scanTurn(sc interface{ Scan(...any) error }) (*store.Turn, error) {
 	var t store.Turn
 	var created int64
 	var started, terminal sql.NullInt64
 	var input, source, result, response []byte
-	var staged, waited, messaged int
+	var staged, waited, messaged, interrupt int
 	if err := sc.Scan(idDest{&t.ID}, idDest{&t.SessionID}, &t.Sequence, &t.Status, &input, &source, &created, &started, &terminal,
-		&result, &response, &staged, &t.ErrorCode, &t.ErrorMessage, &t.OutputBytes, &t.LastOp, &waited, &messaged); err != nil {
+		&result, &response, &staged, &t.ErrorCode, &t.ErrorMessage, &t.OutputBytes, &t.LastOp, &waited, &messaged, &interrupt); err != nil {
 		return nil, err
 	}
 	t.Input, t.Source, t.Result, t.Response = raw(input), raw(source), raw(result), raw(response)
-	t.ResponseStaged, t.Waited, t.Messaged = staged != 0, waited != 0, messaged != 0
+	t.ResponseStaged, t.Waited, t.Messaged, t.InterruptRequested = staged != 0, waited != 0, messaged != 0, interrupt != 0
 	t.CreatedAt = fromMicros(created)
 	t.StartedAt = fromNullMicros(started)
 	t.TerminalAt = fromNullMicros(terminal)
@@ -342,10 +342,10 @@ func boolInt(b bool) int {
 }
 
 func (t *tx) InsertTurn(ctx context.Context, tr *store.Turn) error {
-	return t.exec(ctx, `INSERT INTO turns(`+turnCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	return t.exec(ctx, `INSERT INTO turns(`+turnCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		id(tr.ID), id(tr.SessionID), tr.Sequence, tr.Status, blob(tr.Input), blob(tr.Source), micros(tr.CreatedAt),
 		nullMicros(tr.StartedAt), nullMicros(tr.TerminalAt), blob(tr.Result), blob(tr.Response), boolInt(tr.ResponseStaged),
-		tr.ErrorCode, tr.ErrorMessage, tr.OutputBytes, tr.LastOp, boolInt(tr.Waited), boolInt(tr.Messaged))
+		tr.ErrorCode, tr.ErrorMessage, tr.OutputBytes, tr.LastOp, boolInt(tr.Waited), boolInt(tr.Messaged), boolInt(tr.InterruptRequested))
 }
 
 func (t *tx) queryTurns(ctx context.Context, q string, args ...any) ([]store.Turn, error) {
@@ -391,9 +391,9 @@ func (t *tx) GetTurn(ctx context.Context, sessionID, turnID string) (*store.Turn
 
 func (t *tx) UpdateTurn(ctx context.Context, tr *store.Turn) error {
 	return t.exec(ctx, `UPDATE turns SET status = ?, started_at = ?, terminal_at = ?, result = ?, response = ?,
- response_staged = ?, error_code = ?, error_message = ?, output_bytes = ?, last_op = ?, waited = ?, messaged = ? WHERE session_id = ? AND sequence = ?`,
+ response_staged = ?, error_code = ?, error_message = ?, output_bytes = ?, last_op = ?, waited = ?, messaged = ?, interrupt_requested = ? WHERE session_id = ? AND sequence = ?`,
 		tr.Status, nullMicros(tr.StartedAt), nullMicros(tr.TerminalAt), blob(tr.Result), blob(tr.Response),
-		boolInt(tr.ResponseStaged), tr.ErrorCode, tr.ErrorMessage, tr.OutputBytes, tr.LastOp, boolInt(tr.Waited), boolInt(tr.Messaged), id(tr.SessionID), tr.Sequence)
+		boolInt(tr.ResponseStaged), tr.ErrorCode, tr.ErrorMessage, tr.OutputBytes, tr.LastOp, boolInt(tr.Waited), boolInt(tr.Messaged), boolInt(tr.InterruptRequested), id(tr.SessionID), tr.Sequence)
 }
 
 func (t *tx) ListTurns(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]store.Turn, error) {

@@ -773,24 +773,25 @@ func testListSessions(t *testing.T, s store.Store) {
 
 func testTurns(t *testing.T, s store.Store) {
 	full := &store.Turn{
-		ID:             "turn-1",
-		SessionID:      "ses-1",
-		Sequence:       1,
-		Status:         "completed",
-		Input:          raw(`[{"type":"text","text":"hi"}]`),
-		Source:         raw(`{"kind":"api_key"}`),
-		CreatedAt:      at(10),
-		StartedAt:      ptr(at(11)),
-		TerminalAt:     ptr(at(12)),
-		Result:         raw(`{"answer":42,"list":[1,2.5,"x"],"nested":{"ok":true}}`),
-		Response:       raw(`[{"type":"json","value":{"a":null}}]`),
-		ResponseStaged: true,
-		ErrorCode:      "handler_failed",
-		ErrorMessage:   "it broke: \"quoted\" and ünïcode",
-		OutputBytes:    123456,
-		LastOp:         77,
-		Waited:         true,
-		Messaged:       true,
+		ID:                 "turn-1",
+		SessionID:          "ses-1",
+		Sequence:           1,
+		Status:             "completed",
+		Input:              raw(`[{"type":"text","text":"hi"}]`),
+		Source:             raw(`{"kind":"api_key"}`),
+		CreatedAt:          at(10),
+		StartedAt:          ptr(at(11)),
+		TerminalAt:         ptr(at(12)),
+		Result:             raw(`{"answer":42,"list":[1,2.5,"x"],"nested":{"ok":true}}`),
+		Response:           raw(`[{"type":"json","value":{"a":null}}]`),
+		ResponseStaged:     true,
+		ErrorCode:          "handler_failed",
+		ErrorMessage:       "it broke: \"quoted\" and ünïcode",
+		OutputBytes:        123456,
+		LastOp:             77,
+		Waited:             true,
+		Messaged:           true,
+		InterruptRequested: true,
 	}
 	// Nil JSON and nil times stay nil.
 	minimal := &store.Turn{ID: "turn-2", SessionID: "ses-1", Sequence: 2, Status: "queued", CreatedAt: at(13)}
@@ -858,6 +859,7 @@ func testUpdateTurn(t *testing.T, s store.Store) {
 	running.LastOp = 3
 	running.Waited = false
 	running.Messaged = true
+	running.InterruptRequested = false
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
 		wantOK(t, "UpdateTurn(running)", tx.UpdateTurn(ctx, &running))
 		got, err := tx.GetTurn(ctx, tr.SessionID, tr.ID)
@@ -879,6 +881,7 @@ func testUpdateTurn(t *testing.T, s store.Store) {
 	done.LastOp = 1 << 33
 	done.Waited = true
 	done.Messaged = false
+	done.InterruptRequested = true
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
 		wantOK(t, "UpdateTurn(failed)", tx.UpdateTurn(ctx, &done))
 		return nil
@@ -2966,6 +2969,7 @@ func testCommands(t *testing.T, s store.Store) {
 		ExitCode: ptr(0), CreatedAt: at(28), StartedAt: ptr(at(28)), EndedAt: ptr(at(29))}
 	failed := &store.Command{ID: "cmd-4", ComputerID: "cmp-1", Argv: []string{"missing-binary"}, Status: "failed",
 		Error: "exec: \"missing-binary\": executable file not found in $PATH", CreatedAt: at(32), EndedAt: ptr(at(32))}
+	running.CancelRequested = true
 	// Same creation time as cmd-2: the ID breaks the tie.
 	queued := &store.Command{ID: "cmd-5", ComputerID: "cmp-2", Argv: []string{"sleep", "1"}, Env: []string{}, Stdin: []byte{},
 		Status: "queued", CreatedAt: at(29)}
@@ -3098,6 +3102,20 @@ func testCommands(t *testing.T, s store.Store) {
 			t.Fatalf("UnfinishedCommands: %v", err)
 		}
 		checkIDs(t, "UnfinishedCommands after the updates", commandIDs(cs), []string{"cmd-2"})
+		return nil
+	})
+	// A cancel request is kept by later updates from an older read.
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		c, err := tx.GetCommand(ctx, running.ID)
+		if err != nil || !c.CancelRequested {
+			t.Fatalf("GetCommand(%s) = %+v, %v; want CancelRequested", running.ID, c, err)
+		}
+		old := *running
+		old.CancelRequested = false
+		wantOK(t, "UpdateCommand(from an older read)", tx.UpdateCommand(ctx, &old))
+		if c, err := tx.GetCommand(ctx, running.ID); err != nil || !c.CancelRequested {
+			t.Errorf("GetCommand(%s) after an update from an older read = %+v, %v; want CancelRequested", running.ID, c, err)
+		}
 		return nil
 	})
 	// The exit code, the error and the times go back to nil and empty.
