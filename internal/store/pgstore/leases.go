@@ -108,7 +108,19 @@ func collectStrings(rows pgx.Rows, err error) ([]string, error) {
 
 // --- deployment binaries ---
 
+// PutBinary looks for the digest first, so that publishing a Deployment
+// again does not send its binary to the database again.
 func (t *tx) PutBinary(ctx context.Context, digest string, data []byte) error {
+	if err := t.write(); err != nil {
+		return err
+	}
+	var one int
+	switch err := t.one(ctx, `SELECT 1 FROM deployment_binaries WHERE digest = $1`, []any{digest}, &one); {
+	case err == nil:
+		return nil
+	case !errors.Is(err, store.ErrNotFound):
+		return err
+	}
 	return t.exec(ctx, "", `INSERT INTO deployment_binaries(digest, data) VALUES ($1, $2) ON CONFLICT (digest) DO NOTHING`, digest, data)
 }
 
