@@ -154,10 +154,14 @@ func run(nTurns, nSessions, nCallers, nWarm, nCold int, syncMode string, keep bo
 		abs, _ := filepath.Abs(cpuProfile)
 		args = append(args, "--cpu-profile", abs)
 	}
+	var pgPID int // the PostgreSQL server's postmaster
 	switch storeKind {
 	case "sqlite":
 	case "postgres":
 		pg, err := pgtest.Start()
+		if err == nil {
+			pgPID = pg.PID()
+		}
 		if err != nil {
 			return fmt.Errorf("start PostgreSQL: %w", err)
 		}
@@ -260,7 +264,7 @@ func run(nTurns, nSessions, nCallers, nWarm, nCold int, syncMode string, keep bo
 	if _, err := load(c, ids, nSessions, nCallers); err != nil { // start every process
 		return err
 	}
-	srvCPU0, selfCPU0, agentCPU0, pgCPU0 := cpuTime(srv.Process.Pid), selfCPU(), descendantsCPU(srv.Process.Pid), commandCPU("postgres")
+	srvCPU0, selfCPU0, agentCPU0, pgCPU0 := cpuTime(srv.Process.Pid), selfCPU(), descendantsCPU(srv.Process.Pid), pgCPU(pgPID)
 	t0 := time.Now()
 	tps, err = load(c, ids, nTurns, nCallers)
 	if err != nil {
@@ -274,7 +278,7 @@ func run(nTurns, nSessions, nCallers, nWarm, nCold int, syncMode string, keep bo
 	fmt.Printf("  CPU during that phase: server %s; agent processes %s; load generator %s",
 		perTurn(cpuTime(srv.Process.Pid)-srvCPU0), perTurn(descendantsCPU(srv.Process.Pid)-agentCPU0), perTurn(selfCPU()-selfCPU0))
 	if storeKind == "postgres" {
-		fmt.Printf("; PostgreSQL %s", perTurn(commandCPU("postgres")-pgCPU0))
+		fmt.Printf("; PostgreSQL %s", perTurn(pgCPU(pgPID)-pgCPU0))
 	}
 	fmt.Println()
 
@@ -416,15 +420,13 @@ func descendantsCPU(root int) float64 {
 	return sum
 }
 
-// commandCPU is the CPU seconds of the live processes named comm.
-func commandCPU(comm string) float64 {
-	var sum float64
-	for _, p := range processes() {
-		if p.comm == comm {
-			sum += p.cpu
-		}
+// pgCPU is the CPU seconds of a PostgreSQL server: its postmaster and
+// the postmaster's live children (0 without a server).
+func pgCPU(pid int) float64 {
+	if pid == 0 {
+		return 0
 	}
-	return sum
+	return cpuTime(pid) + descendantsCPU(pid)
 }
 
 // selfCPU is this process's CPU seconds.

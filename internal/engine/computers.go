@@ -479,16 +479,12 @@ func (e *Engine) CancelCommand(ctx context.Context, id string) (*helmrtype.Comma
 		return c, err
 	}
 	err = e.store.Update(ctx, func(tx store.Tx) error {
-		c, err := e.getCommandTx(ctx, tx, id)
-		if err != nil || helmrtype.CommandTerminal(c.Status) || c.CancelRequested {
-			return err
+		set, err := tx.RequestCommandCancel(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return notFound("command", id)
 		}
-		c.CancelRequested = true
-		if err := tx.UpdateCommand(ctx, c); err != nil {
+		if err != nil || !set || e.node == "" {
 			return err
-		}
-		if e.node == "" {
-			return nil
 		}
 		// The node that runs it may be another one.
 		return tx.Announce(ctx, store.Notice{Kind: NoticeCommandCancel, CommandID: id})

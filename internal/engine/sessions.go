@@ -237,11 +237,8 @@ func (e *Engine) Enqueue(ctx context.Context, sessionID string, req helmrtype.En
 			if err != nil {
 				return nil, err
 			}
-			seq, err := tx.MaxTurnSequence(ctx, sessionID)
-			if err != nil {
-				return nil, err
-			}
-			t := &store.Turn{ID: NewID(), SessionID: sessionID, Sequence: seq + 1}
+			// InsertTurn assigns the next sequence.
+			t := &store.Turn{ID: NewID(), SessionID: sessionID}
 			if err := e.admitTurn(ctx, tx, t, input, caller, now); err != nil {
 				return nil, err
 			}

@@ -26,9 +26,10 @@ type Store interface {
 	Update(ctx context.Context, fn func(Tx) error) error
 	// View runs fn in a read-only snapshot.
 	View(ctx context.Context, fn func(Tx) error) error
-	// Read runs fn read-only without a common snapshot: each read sees what
-	// was committed when it ran. A single read costs less than in View on
-	// a database server (no transaction to begin and end).
+	// Read runs fn read-only with no common snapshot promised: each read
+	// sees at least what was committed before Read began. A single read
+	// costs less than in View on a database server (no transaction to
+	// begin and end).
 	Read(ctx context.Context, fn func(Tx) error) error
 	// Close releases the store.
 	Close() error
@@ -93,6 +94,9 @@ type Tx interface {
 	SessionsWithWork(ctx context.Context) ([]string, error)
 
 	// Turns
+	// InsertTurn stores t. When t.Sequence is 0 it assigns the Session's
+	// next one (one more than its highest, 1 for the first), as
+	// AppendEvent does for events.
 	InsertTurn(ctx context.Context, t *Turn) error
 	GetTurn(ctx context.Context, sessionID, id string) (*Turn, error)
 	UpdateTurn(ctx context.Context, t *Turn) error
@@ -244,10 +248,13 @@ type Tx interface {
 	// Commands
 	InsertCommand(ctx context.Context, c *Command) error
 	GetCommand(ctx context.Context, id string) (*Command, error)
-	// UpdateCommand writes Status, ExitCode, Error, StartedAt and EndedAt,
-	// and sets CancelRequested when c has it (a Command written from an
-	// older read does not clear it).
+	// UpdateCommand writes Status, ExitCode, Error, StartedAt and EndedAt.
 	UpdateCommand(ctx context.Context, c *Command) error
+	// RequestCommandCancel sets CancelRequested of a queued or running
+	// Command, in one statement (a Command that ends meanwhile keeps its
+	// end), and reports whether it did; ErrNotFound when no Command has
+	// the ID.
+	RequestCommandCancel(ctx context.Context, id string) (bool, error)
 	// ListCommands lists a Computer's Commands by ID after afterID.
 	ListCommands(ctx context.Context, computerID, afterID string, limit int) ([]Command, error)
 	// UnfinishedCommands returns the Commands in status queued or running,
@@ -297,8 +304,8 @@ type Command struct {
 	// NodeID is the control-plane node that runs it ("" with one node).
 	NodeID string
 	// CancelRequested is set once a cancel was accepted, so that the node
-	// running the Command stops it even if it missed the notice.
-	// UpdateCommand sets it and never clears it.
+	// running the Command stops it even if it missed the notice (see
+	// RequestCommandCancel).
 	CancelRequested bool
 }
 

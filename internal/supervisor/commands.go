@@ -146,6 +146,15 @@ func (s *Supervisor) runCommand(c store.Command, rc *runningCommand) {
 			s.log.Error("record a command's failure", "command", c.ID, "err", err)
 		}
 	}
+	const cancelled = string(helmrtype.CodeCancelled) + ": the command was cancelled"
+	if req, err := s.eng.CommandCancelRequested(ctx, c.ID); err == nil && req {
+		// A cancel accepted before the Command was registered here found
+		// nothing to stop: it does not start.
+		if err := s.eng.FinishCommand(context.WithoutCancel(ctx), c.ID, helmrtype.CommandCancelled, nil, cancelled); err != nil {
+			s.log.Error("record a command's end", "command", c.ID, "err", err)
+		}
+		return
+	}
 	cr, ok := s.launcher.(ComputerRunner)
 	if !ok {
 		fail(helmrtype.CodeUnavailable, "this control plane cannot run commands")
@@ -169,11 +178,6 @@ func (s *Supervisor) runCommand(c store.Command, rc *runningCommand) {
 		fail(helmrtype.CodeUnavailable, "start: %v", err)
 		return
 	}
-	// A cancel accepted before the Command was registered here found
-	// nothing to stop.
-	if req, err := s.eng.CommandCancelRequested(ctx, c.ID); err == nil && req {
-		rc.once.Do(func() { close(rc.cancel) })
-	}
 	timeout := time.Duration(c.TimeoutMS) * time.Millisecond
 	if timeout <= 0 {
 		timeout = helmrtype.DefaultCommandTimeout
@@ -186,7 +190,7 @@ func (s *Supervisor) runCommand(c store.Command, rc *runningCommand) {
 	case <-timer.C:
 		status, why = helmrtype.CommandTimedOut, string(helmrtype.CodeDeadlineExceeded)+": the command ran past its timeout of "+helmrtype.FormatDuration(timeout)
 	case <-rc.cancel:
-		status, why = helmrtype.CommandCancelled, string(helmrtype.CodeCancelled)+": the command was cancelled"
+		status, why = helmrtype.CommandCancelled, cancelled
 	case <-ctx.Done():
 		// The control plane stops: the process is not adopted later.
 		status, why = helmrtype.CommandFailed, string(helmrtype.CodeExecutionLost)+": the control plane stopped while the command ran"

@@ -1264,6 +1264,15 @@ func (s *Supervisor) reattach(ctx context.Context, p *proc, r *protocol.Resume) 
 	switch {
 	case unseen:
 		msgs, err := s.eng.PendingMessages(ctx, t.ID)
+		if due, derr := s.eng.InterruptDue(ctx, p.sessionID, t.ID); derr == nil && due {
+			// Accepted before the restart: it follows turn.start.
+			p.mu.Lock()
+			if p.pendingCancel == nil {
+				p.pendingCancel = map[string]string{}
+			}
+			p.pendingCancel[t.ID] = protocol.ReasonInterrupted
+			p.mu.Unlock()
+		}
 		s.started(p, t, msgs, err)
 	case t != nil:
 		s.sendPending(p, t.ID)

@@ -161,9 +161,21 @@ func (t *tx) GetCommand(ctx context.Context, id string) (*store.Command, error) 
 }
 
 func (t *tx) UpdateCommand(ctx context.Context, c *store.Command) error {
-	return t.updateRow(ctx, `UPDATE commands SET status = $1, exit_code = $2, error = $3, started_at = $4, ended_at = $5,
- cancel_requested = cancel_requested OR $6 WHERE id = $7`,
-		c.Status, exitCode(c.ExitCode), c.Error, c.StartedAt, c.EndedAt, c.CancelRequested, c.ID)
+	return t.updateRow(ctx, `UPDATE commands SET status = $1, exit_code = $2, error = $3, started_at = $4, ended_at = $5 WHERE id = $6`,
+		c.Status, exitCode(c.ExitCode), c.Error, c.StartedAt, c.EndedAt, c.ID)
+}
+
+func (t *tx) RequestCommandCancel(ctx context.Context, id string) (bool, error) {
+	if err := t.write(); err != nil {
+		return false, err
+	}
+	var set, exists bool
+	err := t.one(ctx, `WITH u AS (UPDATE commands SET cancel_requested = true WHERE id = $1 AND status IN ('queued', 'running') RETURNING 1)
+ SELECT EXISTS (SELECT 1 FROM u), EXISTS (SELECT 1 FROM commands WHERE id = $1)`, []any{id}, &set, &exists)
+	if err == nil && !exists {
+		err = store.ErrNotFound
+	}
+	return set, err
 }
 
 func (t *tx) ListCommands(ctx context.Context, computerID, afterID string, limit int) ([]store.Command, error) {

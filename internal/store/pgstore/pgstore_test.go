@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
@@ -415,5 +416,63 @@ func TestQueuedWriteFailure(t *testing.T) {
 	// The store still takes writes afterwards.
 	if err := s.Update(ctx, func(stx store.Tx) error { return stx.PutMeta(ctx, "a", "3") }); err != nil {
 		t.Errorf("Update after a failed one: %v", err)
+	}
+}
+
+// TestMessageMarksTurn: a message inserted without the Turn's messaged
+// flag (by a node of an older version, during a rolling upgrade) sets it,
+// so that the Turn's start and settlement look for it.
+func TestMessageMarksTurn(t *testing.T) {
+	s := openAt(t, pgtest.URL(t))
+	defer s.Close()
+	ctx := t.Context()
+	tr := &store.Turn{ID: "turn-1", SessionID: "ses-1", Sequence: 1, Status: "queued", CreatedAt: time.Now()}
+	err := s.Update(ctx, func(tx store.Tx) error {
+		if err := tx.InsertTurn(ctx, tr); err != nil {
+			return err
+		}
+		return tx.InsertMessage(ctx, &store.Message{ID: "msg-1", SessionID: "ses-1", TurnID: "turn-1",
+			Content: []byte(`[]`), Source: []byte(`{}`), Status: "admitted", CreatedAt: time.Now()})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.View(ctx, func(tx store.Tx) error {
+		got, err := tx.GetTurn(ctx, "ses-1", "turn-1")
+		if err == nil && !got.Messaged {
+			t.Errorf("a Turn with a message is not marked messaged")
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReadHasNoSnapshot: each read of a Read sees what committed before
+// it, even after the Read began (View would not).
+func TestReadHasNoSnapshot(t *testing.T) {
+	s := openAt(t, pgtest.URL(t))
+	defer s.Close()
+	ctx := t.Context()
+	put := func(v string) {
+		t.Helper()
+		if err := s.Update(ctx, func(tx store.Tx) error { return tx.PutMeta(ctx, "k", v) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("v1")
+	err := s.Read(ctx, func(tx store.Tx) error {
+		if v, err := tx.GetMeta(ctx, "k"); err != nil || v != "v1" {
+			t.Errorf("first read = %q, %v", v, err)
+		}
+		put("v2")
+		if v, err := tx.GetMeta(ctx, "k"); err != nil || v != "v2" {
+			t.Errorf("read after a commit = %q, %v; want v2", v, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

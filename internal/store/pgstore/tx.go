@@ -712,11 +712,33 @@ func scanTurn(row pgx.Row) (*store.Turn, error) {
 	return &t, nil
 }
 
+// InsertTurn with no sequence assigns it in the same statement (under the
+// Session's lock), so that admitting a Turn needs no read of its own.
 func (t *tx) InsertTurn(ctx context.Context, tr *store.Turn) error {
-	return t.insert(ctx, []string{tr.SessionID}, `INSERT INTO turns(`+turnCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`,
-		tr.ID, tr.SessionID, tr.Sequence, tr.Status, blob(tr.Input), blob(tr.Source), tr.CreatedAt,
+	if tr.Sequence != 0 {
+		return t.insert(ctx, []string{tr.SessionID}, `INSERT INTO turns(`+turnCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`,
+			tr.ID, tr.SessionID, tr.Sequence, tr.Status, blob(tr.Input), blob(tr.Source), tr.CreatedAt,
+			tr.StartedAt, tr.TerminalAt, blob(tr.Result), blob(tr.Response), tr.ResponseStaged,
+			tr.ErrorCode, tr.ErrorMessage, tr.OutputBytes, tr.LastOp, tr.Waited, tr.Messaged, tr.InterruptRequested)
+	}
+	if err := t.write(); err != nil {
+		return err
+	}
+	var seq int64
+	err := t.row(ctx, tr.SessionID, `INSERT INTO turns(`+turnCols+`)
+ SELECT $1, $2, COALESCE(MAX(sequence), 0) + 1, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18
+ FROM turns WHERE session_id = $2 ON CONFLICT DO NOTHING RETURNING sequence`,
+		tr.ID, tr.SessionID, tr.Status, blob(tr.Input), blob(tr.Source), tr.CreatedAt,
 		tr.StartedAt, tr.TerminalAt, blob(tr.Result), blob(tr.Response), tr.ResponseStaged,
-		tr.ErrorCode, tr.ErrorMessage, tr.OutputBytes, tr.LastOp, tr.Waited, tr.Messaged, tr.InterruptRequested)
+		tr.ErrorCode, tr.ErrorMessage, tr.OutputBytes, tr.LastOp, tr.Waited, tr.Messaged, tr.InterruptRequested).Scan(&seq)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.ErrDuplicate
+	}
+	if err != nil {
+		return mapErr(err)
+	}
+	tr.Sequence = seq
+	return nil
 }
 
 func (t *tx) queryTurns(ctx context.Context, key string, q string, args ...any) ([]store.Turn, error) {

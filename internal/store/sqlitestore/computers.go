@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/helmr-go/helmr/internal/store"
@@ -156,9 +157,19 @@ func (t *tx) GetCommand(ctx context.Context, id string) (*store.Command, error) 
 }
 
 func (t *tx) UpdateCommand(ctx context.Context, c *store.Command) error {
-	return t.updateRow(ctx, `UPDATE commands SET status = ?, exit_code = ?, error = ?, started_at = ?, ended_at = ?,
- cancel_requested = max(cancel_requested, ?) WHERE id = ?`,
-		c.Status, nullInt(c.ExitCode), c.Error, nullMicros(c.StartedAt), nullMicros(c.EndedAt), boolInt(c.CancelRequested), c.ID)
+	return t.updateRow(ctx, `UPDATE commands SET status = ?, exit_code = ?, error = ?, started_at = ?, ended_at = ? WHERE id = ?`,
+		c.Status, nullInt(c.ExitCode), c.Error, nullMicros(c.StartedAt), nullMicros(c.EndedAt), c.ID)
+}
+
+func (t *tx) RequestCommandCancel(ctx context.Context, id string) (bool, error) {
+	if _, err := t.GetCommand(ctx, id); err != nil {
+		return false, err
+	}
+	err := t.updateRow(ctx, `UPDATE commands SET cancel_requested = 1 WHERE id = ? AND status IN ('queued', 'running')`, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 func (t *tx) ListCommands(ctx context.Context, computerID, afterID string, limit int) ([]store.Command, error) {

@@ -962,6 +962,28 @@ func testListTurns(t *testing.T, s store.Store) {
 		}
 		return nil
 	})
+	// Without a sequence, InsertTurn assigns the Session's next one.
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, c := range []struct {
+			session, id string
+			want        int64
+		}{{"ses-a", "a-6", 6}, {"ses-a", "a-7", 7}, {"ses-new", "new-1", 1}} {
+			tr := newTurn(c.session, c.id, 0, "queued")
+			if err := tx.InsertTurn(ctx, tr); err != nil || tr.Sequence != c.want {
+				t.Errorf("InsertTurn(%s, no sequence) assigned %d, %v; want %d", c.id, tr.Sequence, err, c.want)
+			}
+			got, err := tx.GetTurn(ctx, c.session, c.id)
+			if err != nil || got.Sequence != c.want {
+				t.Errorf("GetTurn(%s) = %+v, %v; want sequence %d", c.id, got, err, c.want)
+			}
+		}
+		dup := newTurn("ses-a", "a-7", 0, "queued")
+		wantErr(t, "InsertTurn(same id, no sequence)", tx.InsertTurn(ctx, dup), store.ErrDuplicate)
+		if n, err := tx.MaxTurnSequence(ctx, "ses-a"); err != nil || n != 7 {
+			t.Errorf("MaxTurnSequence after a refused insert = %d, %v; want 7", n, err)
+		}
+		return nil
+	})
 }
 
 func testTurnsByStatus(t *testing.T, s store.Store) {
@@ -2174,6 +2196,8 @@ func writeEverything(ctx context.Context, tx store.Tx) []error {
 	add(tx.ReleaseLease(ctx, "ses-8", "node-9"))
 	_, err = tx.Heartbeat(ctx, "node-9", "inc-9", time.Hour)
 	add(err)
+	_, err = tx.RequestCommandCancel(ctx, "cmd-1")
+	add(err)
 	return errs
 }
 
@@ -2194,6 +2218,9 @@ func checkFixtureOnly(t *testing.T, s store.Store) {
 		}
 		if m, err := tx.LiveNodes(ctx); err != nil || len(m) != 0 {
 			t.Errorf("LiveNodes = %v, %v; want none", m, err)
+		}
+		if c, err := tx.GetCommand(ctx, "cmd-1"); err != nil || c.CancelRequested {
+			t.Errorf("GetCommand(cmd-1) = %+v, %v; want no cancel requested", c, err)
 		}
 		return nil
 	})
@@ -3104,18 +3131,31 @@ func testCommands(t *testing.T, s store.Store) {
 		checkIDs(t, "UnfinishedCommands after the updates", commandIDs(cs), []string{"cmd-2"})
 		return nil
 	})
-	// A cancel request is kept by later updates from an older read.
+	// A cancel is requested of a queued or running Command only, and
+	// later updates keep it.
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
 		c, err := tx.GetCommand(ctx, running.ID)
 		if err != nil || !c.CancelRequested {
-			t.Fatalf("GetCommand(%s) = %+v, %v; want CancelRequested", running.ID, c, err)
+			t.Fatalf("GetCommand(%s) = %+v, %v; want CancelRequested (inserted so)", running.ID, c, err)
 		}
-		old := *running
-		old.CancelRequested = false
-		wantOK(t, "UpdateCommand(from an older read)", tx.UpdateCommand(ctx, &old))
-		if c, err := tx.GetCommand(ctx, running.ID); err != nil || !c.CancelRequested {
-			t.Errorf("GetCommand(%s) after an update from an older read = %+v, %v; want CancelRequested", running.ID, c, err)
+		if set, err := tx.RequestCommandCancel(ctx, full.ID); err != nil || set {
+			t.Errorf("RequestCommandCancel of an exited Command = %v, %v; want false", set, err)
 		}
+		if _, err := tx.RequestCommandCancel(ctx, "cmd-missing"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("RequestCommandCancel(missing) = %v, want ErrNotFound", err)
+		}
+		r := *running
+		r.ID, r.CancelRequested = "cmd-6", false
+		wantOK(t, "InsertCommand(cmd-6)", tx.InsertCommand(ctx, &r))
+		if set, err := tx.RequestCommandCancel(ctx, r.ID); err != nil || !set {
+			t.Errorf("RequestCommandCancel of a running Command = %v, %v; want true", set, err)
+		}
+		wantOK(t, "UpdateCommand(from an older read)", tx.UpdateCommand(ctx, &r))
+		if c, err := tx.GetCommand(ctx, r.ID); err != nil || !c.CancelRequested {
+			t.Errorf("GetCommand(%s) after an update from an older read = %+v, %v; want CancelRequested", r.ID, c, err)
+		}
+		r.Status, r.EndedAt = "cancelled", ptr(at(50))
+		wantOK(t, "UpdateCommand(cancelled)", tx.UpdateCommand(ctx, &r))
 		return nil
 	})
 	// The exit code, the error and the times go back to nil and empty.

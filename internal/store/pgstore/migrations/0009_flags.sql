@@ -12,3 +12,13 @@ ALTER TABLE turns ADD COLUMN interrupt_requested boolean NOT NULL DEFAULT false;
 -- commands.cancel_requested: a cancel of the Command was accepted; a node
 -- that missed the notice stops it when it catches up.
 ALTER TABLE commands ADD COLUMN cancel_requested boolean NOT NULL DEFAULT false;
+
+-- During a rolling upgrade, nodes of an older version admit messages
+-- without setting turns.messaged: the database sets it.
+CREATE FUNCTION helmr_turn_messaged() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE turns SET messaged = true WHERE id = NEW.turn_id AND NOT messaged;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER messages_turn_messaged AFTER INSERT ON messages
+  FOR EACH ROW EXECUTE FUNCTION helmr_turn_messaged();

@@ -320,6 +320,18 @@ func (s *Server) SocketURL(name string) string {
 	return fmt.Sprintf("postgres://postgres@/%s?host=%s&port=%d&sslmode=disable", name, s.dir, s.port)
 }
 
+// PID is the process ID of the server's postmaster (0 when it cannot be
+// read); its backends are its children.
+func (s *Server) PID() int {
+	b, err := os.ReadFile(filepath.Join(s.dataDir, "postmaster.pid"))
+	if err != nil {
+		return 0
+	}
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	pid, _ := strconv.Atoi(string(bytes.TrimSpace(line)))
+	return pid
+}
+
 // Port is the server's TCP port on 127.0.0.1.
 func (s *Server) Port() int { return s.port }
 
