@@ -134,9 +134,8 @@ func (cp *ControlPlane) resolveSources(ctx context.Context, digest string) (stri
 	if _, err := os.Stat(dir); err == nil {
 		return dir, nil
 	}
-	if f, err := os.Open(deploy.SourcesArchive(cp.DeploymentsDir(), digest)); err == nil {
-		defer f.Close()
-		return deploy.StoreSourcesAs(cp.DeploymentsDir(), f, digest)
+	if _, err := os.Stat(deploy.SourcesArchive(cp.DeploymentsDir(), digest)); err == nil {
+		return deploy.UnpackKept(cp.DeploymentsDir(), digest)
 	}
 	if !cp.shared {
 		return "", fmt.Errorf("the sources archive %s is not on this node", digest)
@@ -155,7 +154,7 @@ func (cp *ControlPlane) resolveBinary(ctx context.Context, digest, path string) 
 	if _, err := os.Stat(path); err == nil {
 		return path, nil
 	}
-	local := filepath.Join(cp.DeploymentsDir(), strings.TrimPrefix(digest, "sha256:"))
+	local := deploy.BinaryPath(cp.DeploymentsDir(), digest)
 	if _, err := os.Stat(local); err == nil || !cp.shared {
 		return local, nil
 	}

@@ -74,12 +74,27 @@ func ReadManifest(ctx context.Context, binary string) (helmrtype.Manifest, error
 // returns the digest and the stored path. Storing the same bytes twice
 // keeps one file.
 func Store(dir string, r io.Reader) (digest, path string, err error) {
+	return storeBinary(dir, r, "")
+}
+
+// BinaryPath is where the binary with digest is kept in the deployments
+// directory dir.
+func BinaryPath(dir, digest string) string {
+	return filepath.Join(dir, strings.TrimPrefix(digest, "sha256:"))
+}
+
+// storeBinary is Store; with want set, bytes of another digest are refused
+// and nothing is kept.
+func storeBinary(dir string, r io.Reader, want string) (digest, path string, err error) {
 	tmp, digest, _, err := writeTemp(dir, ".upload-*", r)
 	if err != nil {
 		return "", "", err
 	}
 	defer os.Remove(tmp)
-	path = filepath.Join(dir, strings.TrimPrefix(digest, "sha256:"))
+	if want != "" && digest != want {
+		return "", "", fmt.Errorf("the binary kept as %s has digest %s", want, digest)
+	}
+	path = BinaryPath(dir, digest)
 	if err := keep(tmp, path, 0o550); err != nil {
 		return "", "", err
 	}
@@ -101,15 +116,8 @@ func keep(tmp, path string, mode os.FileMode) error {
 // StoreAs is Store for a binary that must have the digest want (one kept
 // elsewhere under that digest); it returns the stored path.
 func StoreAs(dir string, r io.Reader, want string) (string, error) {
-	got, path, err := Store(dir, r)
-	if err != nil {
-		return "", err
-	}
-	if got != want {
-		os.Remove(path)
-		return "", fmt.Errorf("the binary kept as %s has digest %s", want, got)
-	}
-	return path, nil
+	_, path, err := storeBinary(dir, r, want)
+	return path, err
 }
 
 // writeTemp copies r into a new temporary file in dir (named after

@@ -237,6 +237,12 @@ func SourcesArchive(dir, digest string) string {
 // CodeSourcesInvalid and leaves nothing behind. Storing the same archive
 // twice keeps one copy.
 func StoreSources(dir string, r io.Reader) (digest, srcDir string, err error) {
+	return storeSources(dir, r, "")
+}
+
+// storeSources is StoreSources; with want set, an archive of another
+// digest is refused and nothing is kept.
+func storeSources(dir string, r io.Reader, want string) (digest, srcDir string, err error) {
 	tmp, digest, n, err := writeTemp(dir, ".sources-*", io.LimitReader(r, MaxSources+1))
 	if err != nil {
 		return "", "", err
@@ -244,6 +250,9 @@ func StoreSources(dir string, r io.Reader) (digest, srcDir string, err error) {
 	defer os.Remove(tmp)
 	if n > MaxSources {
 		return "", "", helmrtype.Errorf(helmrtype.CodeLimitExceeded, "the sources archive is larger than %d bytes", int64(MaxSources))
+	}
+	if want != "" && digest != want {
+		return "", "", fmt.Errorf("the sources archive kept as %s has digest %s", want, digest)
 	}
 	srcDir = SourcesDir(dir, digest)
 	if _, err := os.Stat(srcDir); err != nil {
@@ -261,14 +270,15 @@ func StoreSources(dir string, r io.Reader) (digest, srcDir string, err error) {
 // want (one kept elsewhere under that digest); it returns the unpacked
 // directory.
 func StoreSourcesAs(dir string, r io.Reader, want string) (string, error) {
-	got, srcDir, err := StoreSources(dir, r)
-	if err != nil {
-		return "", err
-	}
-	if got != want {
-		return "", fmt.Errorf("the sources archive kept as %s has digest %s", want, got)
-	}
-	return srcDir, nil
+	_, srcDir, err := storeSources(dir, r, want)
+	return srcDir, err
+}
+
+// UnpackKept unpacks the sources archive kept in dir under digest (by
+// StoreSources) into SourcesDir(dir, digest), and returns that directory.
+func UnpackKept(dir, digest string) (string, error) {
+	srcDir := SourcesDir(dir, digest)
+	return srcDir, unpackFile(SourcesArchive(dir, digest), srcDir)
 }
 
 // unpackFile unpacks the archive file into dst through a staging

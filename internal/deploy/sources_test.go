@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -182,8 +183,19 @@ func TestPackUnpackRoundTrip(t *testing.T) {
 	if len(entries) != 2 {
 		t.Fatalf("deployments dir holds %d entries, want the archive and its tree", len(entries))
 	}
-	if _, err := StoreSourcesAs(t.TempDir(), bytes.NewReader(first), "sha256:0000"); err == nil {
+	if _, err := StoreSourcesAs(dst, bytes.NewReader(first), "sha256:0000"); err == nil {
 		t.Fatal("StoreSourcesAs accepted an archive under the wrong digest")
+	}
+	if entries, _ := os.ReadDir(dst); len(entries) != 2 {
+		t.Fatalf("a refused StoreSourcesAs left %d entries, want the 2 kept before", len(entries))
+	}
+	// The archive kept here unpacks again where its tree was.
+	os.RemoveAll(srcDir)
+	if got, err := UnpackKept(dst, digest); err != nil || got != srcDir {
+		t.Fatalf("UnpackKept = %s, %v; want %s", got, err, srcDir)
+	}
+	if again := listTree(t, srcDir); fmt.Sprint(again) != fmt.Sprint(got) {
+		t.Fatalf("UnpackKept unpacked %v, want %v", again, got)
 	}
 }
 

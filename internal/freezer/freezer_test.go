@@ -496,14 +496,26 @@ func TestCgroupV2NestUnder(t *testing.T) {
 			t.Errorf("process %d is in %q (%v), want %q", pid, got, err, want)
 		}
 	}
+	frozen := func() string {
+		b, _ := os.ReadFile(filepath.Join(want, "cgroup.events"))
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "frozen "); ok {
+				return v
+			}
+		}
+		return "?"
+	}
 	if err := h.Freeze(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if !h.Frozen() {
-		t.Error("not frozen after Freeze")
+	if got := frozen(); got != "1" {
+		t.Errorf("the nested group reads frozen %s after Freeze, want 1", got)
 	}
 	if err := h.Thaw(t.Context()); err != nil {
 		t.Fatal(err)
+	}
+	if got := frozen(); got != "0" {
+		t.Errorf("the nested group reads frozen %s after Thaw, want 0", got)
 	}
 	// Attached again (a restarted control plane adopting it), it stays in
 	// the same group.
@@ -531,5 +543,8 @@ func TestCgroupV2NestUnder(t *testing.T) {
 	}
 	if _, err := os.Stat(want); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the nested group is left after Release: %v", err)
+	}
+	if _, err := os.Stat(computer); err != nil {
+		t.Errorf("Release removed the group it was nested under: %v", err)
 	}
 }

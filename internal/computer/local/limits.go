@@ -127,9 +127,9 @@ func (l *limiter) kind() string {
 }
 
 // apply puts the process tree led by pid (its process group) into the
-// Computer's cgroups, creating them with the Template's limits. Without
-// limits configured (no memory, no cpu) the process still joins, so that
-// later limits and accounting cover it.
+// Computer's cgroups, creating them with the Template's limits. It joins
+// only the controllers that limit it: without limits (no memory, no cpu)
+// it joins none.
 func (l *limiter) apply(id string, r helmrtype.ResourcesManifest, pid int) error {
 	if l.kind() == "" {
 		return nil

@@ -74,15 +74,7 @@ func (t *tx) Leases(ctx context.Context) (map[string]string, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	out := map[string]string{}
-	for rows.Next() {
-		var s, n string
-		if err := rows.Scan(&s, &n); err != nil {
-			return nil, err
-		}
-		out[s] = n
-	}
-	return out, rows.Err()
+	return store.ScanPairs(rows)
 }
 
 func (t *tx) UnleasedWork(ctx context.Context, limit int) ([]string, error) {

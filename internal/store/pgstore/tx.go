@@ -201,20 +201,36 @@ func (t *tx) readHead(br pgx.BatchResults, steps []step) error {
 	return nil
 }
 
-// flush sends what is queued, if anything, without a statement of its own.
-func (t *tx) flush(ctx context.Context) error {
+// send sends what is queued, followed by sql when it is not empty, in one
+// batch, and reads the results of what was queued. It returns nil results
+// when nothing was queued (and sql was not sent): the caller runs sql on
+// the connection then. An error fails the transaction.
+func (t *tx) send(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
 	if t.failed != nil {
-		return t.failed
+		return nil, t.failed
 	}
 	b, steps := t.head()
 	if b == nil {
-		return nil
+		return nil, nil
+	}
+	if sql != "" {
+		b.Queue(sql, args...)
 	}
 	br := t.conn.SendBatch(ctx, b)
-	err := t.readHead(br, steps)
-	if cerr := br.Close(); err == nil && cerr != nil {
-		t.failed = cerr
-		err = cerr
+	if err := t.readHead(br, steps); err != nil {
+		br.Close()
+		return nil, err
+	}
+	return br, nil
+}
+
+// flush sends what is queued, if anything, without a statement of its own.
+func (t *tx) flush(ctx context.Context) error {
+	br, err := t.send(ctx, "", nil)
+	if br != nil {
+		if err = br.Close(); err != nil {
+			t.failed = err
+		}
 	}
 	return err
 }
@@ -225,21 +241,14 @@ type txConn struct{ t *tx }
 
 // Exec runs sql now and returns its command tag.
 func (c txConn) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	t := c.t
-	if t.failed != nil {
-		return pgconn.CommandTag{}, t.failed
+	br, err := c.t.send(ctx, sql, args)
+	if err != nil {
+		return pgconn.CommandTag{}, err
 	}
-	b, steps := t.head()
-	if b == nil {
-		return t.conn.Exec(ctx, sql, args...)
+	if br == nil {
+		return c.t.conn.Exec(ctx, sql, args...)
 	}
-	b.Queue(sql, args...)
-	br := t.conn.SendBatch(ctx, b)
-	err := t.readHead(br, steps)
-	var tag pgconn.CommandTag
-	if err == nil {
-		tag, err = br.Exec()
-	}
+	tag, err := br.Exec()
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
@@ -248,19 +257,12 @@ func (c txConn) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comma
 
 // Query runs sql now; the rows must be closed.
 func (c txConn) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	t := c.t
-	if t.failed != nil {
-		return nil, t.failed
-	}
-	b, steps := t.head()
-	if b == nil {
-		return t.conn.Query(ctx, sql, args...)
-	}
-	b.Queue(sql, args...)
-	br := t.conn.SendBatch(ctx, b)
-	if err := t.readHead(br, steps); err != nil {
-		br.Close()
+	br, err := c.t.send(ctx, sql, args)
+	if err != nil {
 		return nil, err
+	}
+	if br == nil {
+		return c.t.conn.Query(ctx, sql, args...)
 	}
 	rows, err := br.Query()
 	if err != nil {
@@ -272,16 +274,14 @@ func (c txConn) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, e
 
 // QueryRow runs sql now; Scan reads its first row.
 func (c txConn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	t := c.t
-	if t.failed != nil {
-		return errRow{t.failed}
+	br, err := c.t.send(ctx, sql, args)
+	if err != nil {
+		return errRow{err}
 	}
-	b, steps := t.head()
-	if b == nil {
-		return t.conn.QueryRow(ctx, sql, args...)
+	if br == nil {
+		return c.t.conn.QueryRow(ctx, sql, args...)
 	}
-	b.Queue(sql, args...)
-	return &batchRow{t: t, steps: steps, br: t.conn.SendBatch(ctx, b)}
+	return &batchRow{br: br}
 }
 
 // errRow is a pgx.Row that fails.
@@ -290,17 +290,10 @@ type errRow struct{ err error }
 func (r errRow) Scan(...any) error { return r.err }
 
 // batchRow is the row of the last statement of a batch.
-type batchRow struct {
-	t     *tx
-	steps []step
-	br    pgx.BatchResults
-}
+type batchRow struct{ br pgx.BatchResults }
 
 func (r *batchRow) Scan(dest ...any) error {
-	err := r.t.readHead(r.br, r.steps)
-	if err == nil {
-		err = r.br.QueryRow().Scan(dest...)
-	}
+	err := r.br.QueryRow().Scan(dest...)
 	if cerr := r.br.Close(); err == nil {
 		err = cerr
 	}
@@ -715,20 +708,14 @@ func scanTurn(row pgx.Row) (*store.Turn, error) {
 // InsertTurn with no sequence assigns it in the same statement (under the
 // Session's lock), so that admitting a Turn needs no read of its own.
 func (t *tx) InsertTurn(ctx context.Context, tr *store.Turn) error {
-	if tr.Sequence != 0 {
-		return t.insert(ctx, []string{tr.SessionID}, `INSERT INTO turns(`+turnCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`,
-			tr.ID, tr.SessionID, tr.Sequence, tr.Status, blob(tr.Input), blob(tr.Source), tr.CreatedAt,
-			tr.StartedAt, tr.TerminalAt, blob(tr.Result), blob(tr.Response), tr.ResponseStaged,
-			tr.ErrorCode, tr.ErrorMessage, tr.OutputBytes, tr.LastOp, tr.Waited, tr.Messaged, tr.InterruptRequested)
-	}
 	if err := t.write(); err != nil {
 		return err
 	}
 	var seq int64
 	err := t.row(ctx, tr.SessionID, `INSERT INTO turns(`+turnCols+`)
- SELECT $1, $2, COALESCE(MAX(sequence), 0) + 1, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18
+ SELECT $1, $2, COALESCE(NULLIF($3::bigint, 0), MAX(sequence) + 1, 1), $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19
  FROM turns WHERE session_id = $2 ON CONFLICT DO NOTHING RETURNING sequence`,
-		tr.ID, tr.SessionID, tr.Status, blob(tr.Input), blob(tr.Source), tr.CreatedAt,
+		tr.ID, tr.SessionID, tr.Sequence, tr.Status, blob(tr.Input), blob(tr.Source), tr.CreatedAt,
 		tr.StartedAt, tr.TerminalAt, blob(tr.Result), blob(tr.Response), tr.ResponseStaged,
 		tr.ErrorCode, tr.ErrorMessage, tr.OutputBytes, tr.LastOp, tr.Waited, tr.Messaged, tr.InterruptRequested).Scan(&seq)
 	if errors.Is(err, pgx.ErrNoRows) {

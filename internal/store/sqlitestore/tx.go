@@ -342,22 +342,22 @@ func boolInt(b bool) int {
 }
 
 func (t *tx) InsertTurn(ctx context.Context, tr *store.Turn) error {
-	if tr.Sequence == 0 {
+	seq := tr.Sequence
+	if seq == 0 {
 		n, err := t.MaxTurnSequence(ctx, tr.SessionID)
 		if err != nil {
 			return err
 		}
-		tr.Sequence = n + 1
-		if err := t.InsertTurn(ctx, tr); err != nil {
-			tr.Sequence = 0
-			return err
-		}
-		return nil
+		seq = n + 1
 	}
-	return t.exec(ctx, `INSERT INTO turns(`+turnCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		id(tr.ID), id(tr.SessionID), tr.Sequence, tr.Status, blob(tr.Input), blob(tr.Source), micros(tr.CreatedAt),
+	err := t.exec(ctx, `INSERT INTO turns(`+turnCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		id(tr.ID), id(tr.SessionID), seq, tr.Status, blob(tr.Input), blob(tr.Source), micros(tr.CreatedAt),
 		nullMicros(tr.StartedAt), nullMicros(tr.TerminalAt), blob(tr.Result), blob(tr.Response), boolInt(tr.ResponseStaged),
 		tr.ErrorCode, tr.ErrorMessage, tr.OutputBytes, tr.LastOp, boolInt(tr.Waited), boolInt(tr.Messaged), boolInt(tr.InterruptRequested))
+	if err == nil {
+		tr.Sequence = seq
+	}
+	return err
 }
 
 func (t *tx) queryTurns(ctx context.Context, q string, args ...any) ([]store.Turn, error) {
