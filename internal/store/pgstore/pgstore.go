@@ -172,12 +172,16 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 // View runs fn in a READ ONLY, REPEATABLE READ transaction: every read of
 // fn sees the same snapshot. Writes are refused before they reach the
 // server, so the transaction stays usable after one.
-func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error { return s.read(ctx, true, fn) }
+func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
+	return s.read(ctx, true, fn)
+}
 
 // Read runs fn's reads each on its own (autocommit), with no transaction
 // to begin or end: a single read is one round trip. Writes are refused as
 // in View.
-func (s *Store) Read(ctx context.Context, fn func(store.Tx) error) error { return s.read(ctx, false, fn) }
+func (s *Store) Read(ctx context.Context, fn func(store.Tx) error) error {
+	return s.read(ctx, false, fn)
+}
 
 // read runs fn read-only, in one snapshot or none.
 func (s *Store) read(ctx context.Context, snapshot bool, fn func(store.Tx) error) error {
