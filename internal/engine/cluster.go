@@ -268,10 +268,11 @@ func (e *Engine) InterruptDue(ctx context.Context, sessionID, turnID string) (bo
 	})
 }
 
-// read runs fn in a View and returns its value.
+// read runs fn in a Read (its callers need no common snapshot) and
+// returns its value.
 func read[T any](ctx context.Context, s store.Store, fn func(store.Tx) (T, error)) (T, error) {
 	var v T
-	err := s.View(ctx, func(tx store.Tx) error {
+	err := s.Read(ctx, func(tx store.Tx) error {
 		var err error
 		v, err = fn(tx)
 		return err

@@ -37,13 +37,6 @@ func (e *Engine) SendMessage(ctx context.Context, sessionID, turnID string, req 
 			if err := tx.InsertMessage(ctx, m); err != nil {
 				return nil, err
 			}
-			if !t.Messaged {
-				// Its start and settlement look for pending messages.
-				t.Messaged = true
-				if err := tx.UpdateTurn(ctx, t); err != nil {
-					return nil, err
-				}
-			}
 			if _, err := e.appendEvent(ctx, tx, sessionID, turnID, helmrtype.EventMessageAdmitted,
 				map[string]any{"message_id": m.ID, "content": json.RawMessage(raw), "source": caller.Source}, now); err != nil {
 				return nil, err

@@ -111,6 +111,7 @@ type Tx interface {
 	TurnsWithStatus(ctx context.Context, status string) ([]Turn, error)
 
 	// Messages
+	// InsertMessage stores m and marks its Turn Messaged.
 	InsertMessage(ctx context.Context, m *Message) error
 	GetMessage(ctx context.Context, id string) (*Message, error)
 	UpdateMessage(ctx context.Context, m *Message) error

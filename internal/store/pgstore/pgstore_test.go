@@ -7,7 +7,6 @@ import (
 	"os"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
@@ -416,36 +415,6 @@ func TestQueuedWriteFailure(t *testing.T) {
 	// The store still takes writes afterwards.
 	if err := s.Update(ctx, func(stx store.Tx) error { return stx.PutMeta(ctx, "a", "3") }); err != nil {
 		t.Errorf("Update after a failed one: %v", err)
-	}
-}
-
-// TestMessageMarksTurn: a message inserted without the Turn's messaged
-// flag (by a node of an older version, during a rolling upgrade) sets it,
-// so that the Turn's start and settlement look for it.
-func TestMessageMarksTurn(t *testing.T) {
-	s := openAt(t, pgtest.URL(t))
-	defer s.Close()
-	ctx := t.Context()
-	tr := &store.Turn{ID: "turn-1", SessionID: "ses-1", Sequence: 1, Status: "queued", CreatedAt: time.Now()}
-	err := s.Update(ctx, func(tx store.Tx) error {
-		if err := tx.InsertTurn(ctx, tr); err != nil {
-			return err
-		}
-		return tx.InsertMessage(ctx, &store.Message{ID: "msg-1", SessionID: "ses-1", TurnID: "turn-1",
-			Content: []byte(`[]`), Source: []byte(`{}`), Status: "admitted", CreatedAt: time.Now()})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = s.View(ctx, func(tx store.Tx) error {
-		got, err := tx.GetTurn(ctx, "ses-1", "turn-1")
-		if err == nil && !got.Messaged {
-			t.Errorf("a Turn with a message is not marked messaged")
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 }
 

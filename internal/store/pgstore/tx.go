@@ -782,6 +782,8 @@ func (t *tx) TurnsWithStatus(ctx context.Context, status string) ([]store.Turn, 
 
 const messageCols = `id, session_id, turn_id, content, source, status, created_at`
 
+// InsertMessage: the trigger of migration 0009 marks the Turn (for nodes
+// of an older version too).
 func (t *tx) InsertMessage(ctx context.Context, m *store.Message) error {
 	return t.insert(ctx, []string{m.SessionID}, `INSERT INTO messages(`+messageCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
 		m.ID, m.SessionID, m.TurnID, []byte(m.Content), []byte(m.Source), m.Status, m.CreatedAt)

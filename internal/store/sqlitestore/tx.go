@@ -439,8 +439,11 @@ func (t *tx) TurnsWithStatus(ctx context.Context, status string) ([]store.Turn, 
 const messageCols = `id, session_id, turn_id, content, source, status, created_at`
 
 func (t *tx) InsertMessage(ctx context.Context, m *store.Message) error {
-	return t.exec(ctx, `INSERT INTO messages(`+messageCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		m.ID, m.SessionID, m.TurnID, []byte(m.Content), []byte(m.Source), m.Status, micros(m.CreatedAt))
+	if err := t.exec(ctx, `INSERT INTO messages(`+messageCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		m.ID, m.SessionID, m.TurnID, []byte(m.Content), []byte(m.Source), m.Status, micros(m.CreatedAt)); err != nil {
+		return err
+	}
+	return t.exec(ctx, `UPDATE turns SET messaged = 1 WHERE id = ? AND messaged = 0`, id(m.TurnID))
 }
 
 func (t *tx) queryMessages(ctx context.Context, q string, args ...any) ([]store.Message, error) {

@@ -1109,6 +1109,18 @@ func testMessages(t *testing.T, s store.Store) {
 		wantErr(t, "InsertMessage(same id)", tx.InsertMessage(ctx, &dup), store.ErrDuplicate)
 		return nil
 	})
+	// A message marks its Turn, so that the Turn's start and settlement
+	// look for it.
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		tr := newTurn("ses-1", "turn-m", 9, "queued")
+		wantOK(t, "InsertTurn", tx.InsertTurn(ctx, tr))
+		wantOK(t, "InsertMessage", tx.InsertMessage(ctx, &store.Message{ID: "msg-m", SessionID: "ses-1", TurnID: tr.ID,
+			Content: raw(`[]`), Source: raw(`{}`), Status: "admitted", CreatedAt: at(32)}))
+		if got, err := tx.GetTurn(ctx, "ses-1", tr.ID); err != nil || !got.Messaged {
+			t.Errorf("GetTurn after InsertMessage = %+v, %v; want Messaged", got, err)
+		}
+		return nil
+	})
 	delivered := *m
 	delivered.Status = "delivered"
 	update(t, s, func(ctx context.Context, tx store.Tx) error {

@@ -13,8 +13,8 @@ ALTER TABLE turns ADD COLUMN interrupt_requested boolean NOT NULL DEFAULT false;
 -- that missed the notice stops it when it catches up.
 ALTER TABLE commands ADD COLUMN cancel_requested boolean NOT NULL DEFAULT false;
 
--- During a rolling upgrade, nodes of an older version admit messages
--- without setting turns.messaged: the database sets it.
+-- The database marks a message's Turn: InsertMessage relies on it, and so
+-- do nodes of an older version during a rolling upgrade.
 CREATE FUNCTION helmr_turn_messaged() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   UPDATE turns SET messaged = true WHERE id = NEW.turn_id AND NOT messaged;
