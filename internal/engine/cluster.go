@@ -64,11 +64,7 @@ func (e *Engine) TakeOver(ctx context.Context, sessionID string, ttl time.Durati
 		if err != nil {
 			return err
 		}
-		if _, _, err := e.settleTx(ctx, tx, t, Settlement{Status: helmrtype.TurnInterrupted, Error: &helmrtype.TurnError{
-			Code: helmrtype.CodeExecutionLost, Message: lostOnNode}}); err != nil {
-			return err
-		}
-		if _, err := e.placeHoldTx(ctx, tx, sessionID, helmrtype.HoldRecoveryGap, lostOnNode, e.Now()); err != nil {
+		if err := e.loseTurnTx(ctx, tx, t, lostOnNode); err != nil {
 			return err
 		}
 		ts := turnState(t)
@@ -139,10 +135,6 @@ func (e *Engine) ReleaseLease(ctx context.Context, sessionID string) error {
 	return e.store.Update(ctx, func(tx store.Tx) error { return tx.ReleaseLease(ctx, sessionID, e.node) })
 }
 
-// Leases returns the unexpired leases: node ID by Session ID.
-func (e *Engine) Leases(ctx context.Context) (map[string]string, error) {
-	return read(ctx, e.store, func(tx store.Tx) (map[string]string, error) { return tx.Leases(ctx) })
-}
 
 // UnleasedWork returns up to limit Sessions with work that no node
 // supervises (their node stopped, or it never took them).

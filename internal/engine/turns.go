@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 
 	"github.com/helmr-go/helmr/helmrtype"
@@ -415,6 +416,18 @@ func (e *Engine) settleTx(ctx context.Context, tx store.Tx, t *store.Turn, st Se
 	return next, false, nil
 }
 
+// loseTurnTx settles a running Turn whose execution was lost (its process
+// did not come back): interrupted with execution_lost, never replayed,
+// and a recovery_gap hold on its Session.
+func (e *Engine) loseTurnTx(ctx context.Context, tx store.Tx, t *store.Turn, why string) error {
+	if _, _, err := e.settleTx(ctx, tx, t, Settlement{Status: helmrtype.TurnInterrupted, Error: &helmrtype.TurnError{
+		Code: helmrtype.CodeExecutionLost, Message: why}}); err != nil {
+		return err
+	}
+	_, err := e.placeHoldTx(ctx, tx, t.SessionID, helmrtype.HoldRecoveryGap, why, e.Now())
+	return err
+}
+
 // FailRunningTurn settles the Session's running Turn, if any, when its
 // process is gone, and records the process's end. status is failed, or
 // interrupted for a Turn whose cancellation did not drain. With hold (a
@@ -476,7 +489,9 @@ func (e *Engine) ProcessStopped(ctx context.Context, sessionID, reason string) e
 // Recover runs once when the control plane starts: Turns that were running
 // when it stopped settle interrupted with execution_lost (they are never
 // replayed), except in the Sessions of live, whose processes survived and
-// may reattach. It returns the Sessions that still have queued Turns.
+// may reattach. It returns the Sessions that still have queued Turns (with
+// several nodes, those whose lease this node holds: others are another
+// node's, and those of no node are found by the lease keeper's sweep).
 func (e *Engine) Recover(ctx context.Context, live map[string]bool) ([]string, error) {
 	var ids []string
 	err := e.store.Update(ctx, func(tx store.Tx) error {
@@ -518,17 +533,15 @@ func (e *Engine) Recover(ctx context.Context, live map[string]bool) ([]string, e
 				}
 				running[i] = *cur
 			}
-			const lost = "the control plane stopped while the turn ran; it is not replayed"
-			if _, _, err := e.settleTx(ctx, tx, &running[i], Settlement{Status: helmrtype.TurnInterrupted, Error: &helmrtype.TurnError{
-				Code: helmrtype.CodeExecutionLost, Message: lost}}); err != nil {
-				return err
-			}
-			if _, err := e.placeHoldTx(ctx, tx, running[i].SessionID, helmrtype.HoldRecoveryGap, lost, e.Now()); err != nil {
+			if err := e.loseTurnTx(ctx, tx, &running[i], "the control plane stopped while the turn ran; it is not replayed"); err != nil {
 				return err
 			}
 		}
 		if ids, err = tx.SessionsWithWork(ctx); err != nil {
 			return err
+		}
+		if e.node != "" {
+			ids = slices.DeleteFunc(ids, func(id string) bool { return leases[id] != e.node })
 		}
 		// Deadlines of waits and Token expiries are kept in the store:
 		// they fire in this control plane now.

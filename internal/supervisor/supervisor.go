@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
 	"sync"
 	"time"
 
@@ -1177,13 +1176,6 @@ func (s *Supervisor) Recover(ctx context.Context) error {
 		return err
 	}
 	if s.clustered() {
-		// Sessions that other nodes supervise are theirs; those of no node
-		// are found by the lease keeper's sweep, at once.
-		leases, err := s.eng.Leases(ctx)
-		if err != nil {
-			return err
-		}
-		ids = slices.DeleteFunc(ids, func(id string) bool { return leases[id] != s.eng.Node() })
 		lctx, stop := context.WithCancel(context.Background())
 		s.stopLeases, s.leasesDone = stop, make(chan struct{})
 		go s.keepLeases(lctx)
