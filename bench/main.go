@@ -159,13 +159,11 @@ func run(nTurns, nSessions, nCallers, nWarm, nCold int, syncMode string, keep bo
 	case "sqlite":
 	case "postgres":
 		pg, err := pgtest.Start()
-		if err == nil {
-			pgPID = pg.PID()
-		}
 		if err != nil {
 			return fmt.Errorf("start PostgreSQL: %w", err)
 		}
 		defer pg.Stop()
+		pgPID = pg.PID()
 		name, err := pg.CreateDatabase(context.Background())
 		if err != nil {
 			return err
@@ -282,7 +280,7 @@ func run(nTurns, nSessions, nCallers, nWarm, nCold int, syncMode string, keep bo
 	}
 	fmt.Println()
 
-	total := 20 + nWarm + one + nSessions + nTurns
+	total := 20 + nWarm + nCold + one + nSessions + nTurns
 	fmt.Printf("server CPU over the whole run: %.0f µs per turn\n", cpuTime(srv.Process.Pid)/float64(total)*1e6)
 	fmt.Printf("server RSS after %d turns: %.1f MB\n", total, float64(rss(srv.Process.Pid))/(1<<20))
 	srv.Process.Signal(os.Interrupt)
@@ -358,46 +356,46 @@ func upload(c *client, binary string) error {
 	return nil
 }
 
-// cpuTime is a process's user+system CPU seconds from /proc.
-func cpuTime(pid int) float64 {
+// procStat is what the benchmark reads of /proc/PID/stat: the parent,
+// the user+system CPU seconds of the process, and those of its children
+// that it reaped.
+type procStat struct {
+	pid, ppid     int
+	cpu, children float64
+}
+
+// readStat reads /proc/PID/stat; false when the process is gone.
+func readStat(pid int) (procStat, bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0
+		return procStat{}, false
 	}
 	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return (ut + st) / 100 // clock ticks; 100 per second on Linux
+	secs := func(i, j int) float64 {
+		a, _ := strconv.ParseFloat(f[i], 64)
+		b, _ := strconv.ParseFloat(f[j], 64)
+		return (a + b) / 100 // clock ticks; 100 per second on Linux
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return procStat{pid: pid, ppid: ppid, cpu: secs(11, 12), children: secs(13, 14)}, true
 }
 
-// procStat is one line of /proc/PID/stat: the command name, parent and
-// user+system CPU seconds.
-type procStat struct {
-	pid, ppid int
-	comm      string
-	cpu       float64
+// cpuTime is a process's user+system CPU seconds.
+func cpuTime(pid int) float64 {
+	st, _ := readStat(pid)
+	return st.cpu
 }
 
-// processes reads every process's stat line.
+// processes reads every live process's stat line.
 func processes() []procStat {
 	entries, _ := os.ReadDir("/proc")
 	var out []procStat
 	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			if st, ok := readStat(pid); ok {
+				out = append(out, st)
+			}
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		f := strings.Fields(s[end+2:])
-		ppid, _ := strconv.Atoi(f[1])
-		ut, _ := strconv.ParseFloat(f[11], 64)
-		st, _ := strconv.ParseFloat(f[12], 64)
-		out = append(out, procStat{pid: pid, ppid: ppid, comm: s[open+1 : end], cpu: (ut + st) / 100})
 	}
 	return out
 }
@@ -420,13 +418,15 @@ func descendantsCPU(root int) float64 {
 	return sum
 }
 
-// pgCPU is the CPU seconds of a PostgreSQL server: its postmaster and
-// the postmaster's live children (0 without a server).
+// pgCPU is the CPU seconds of a PostgreSQL server: its postmaster, the
+// backends and workers it reaped, and its live descendants (0 without a
+// server).
 func pgCPU(pid int) float64 {
-	if pid == 0 {
+	st, ok := readStat(pid)
+	if !ok {
 		return 0
 	}
-	return cpuTime(pid) + descendantsCPU(pid)
+	return st.cpu + st.children + descendantsCPU(pid)
 }
 
 // selfCPU is this process's CPU seconds.

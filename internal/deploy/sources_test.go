@@ -271,10 +271,14 @@ func file(name, body string) entry {
 // the deployments directory nor outside it.
 func TestStoreSourcesRefusesMaliciousArchives(t *testing.T) {
 	ok := file("data/ok.txt", "ok")
+	// Unpacking stages in DIR/.unpack-*: "../../" from there is outside,
+	// where the checks below look.
+	outside := t.TempDir()
 	cases := map[string][]byte{
 		"parent escape":      archive(t, ok, file("../evil.txt", "evil")),
-		"nested escape":      archive(t, ok, file("a/../../evil.txt", "evil")),
-		"absolute":           archive(t, ok, file("/tmp/evil.txt", "evil")),
+		"grandparent escape": archive(t, ok, file("../../evil.txt", "evil")),
+		"nested escape":      archive(t, ok, file("a/../../../evil.txt", "evil")),
+		"absolute":           archive(t, ok, file(filepath.Join(outside, "abs-evil.txt"), "evil")),
 		"unclean":            archive(t, file("a//b.txt", "x")),
 		"dot dot dir":        archive(t, entry{h: tar.Header{Name: "../", Typeflag: tar.TypeDir}}),
 		"symlink":            archive(t, entry{h: tar.Header{Name: "data", Typeflag: tar.TypeSymlink, Linkname: "/"}}, file("data/evil.txt", "evil")),
@@ -287,7 +291,6 @@ func TestStoreSourcesRefusesMaliciousArchives(t *testing.T) {
 		"not a tar":          []byte(strings.Repeat("garbage!", 200)),
 		"truncated":          archive(t, file("big.txt", strings.Repeat("x", 2000)))[:1200],
 	}
-	outside := t.TempDir()
 	for name, b := range cases {
 		t.Run(name, func(t *testing.T) {
 			dir := filepath.Join(outside, "deps-"+strings.ReplaceAll(name, " ", "-"))
@@ -300,7 +303,7 @@ func TestStoreSourcesRefusesMaliciousArchives(t *testing.T) {
 			}
 		})
 	}
-	for _, n := range []string{"evil.txt", "tmp/evil.txt"} {
+	for _, n := range []string{"evil.txt", "abs-evil.txt"} {
 		if _, err := os.Stat(filepath.Join(outside, n)); err == nil {
 			t.Fatalf("%s was written outside the deployments directory", n)
 		}

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
 )
@@ -221,25 +221,15 @@ func TestComputerCLI(t *testing.T) {
 func TestComputerUnavailable(t *testing.T) {
 	p := startPlane(t, "")
 	r := p.create("unreachable", text("hi"))
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		s := p.session(r.Session.ID)
-		held := false
-		for _, h := range s.Holds {
-			held = held || h.Kind == helmrtype.HoldProcessFailed
-		}
-		if held {
-			var c helmrtype.ComputerState
-			p.must("GET", "/v1/computers/"+*s.ComputerID, nil, &c)
-			if c.Residency != helmrtype.ResidencyUnavailable || c.Error == nil || !strings.Contains(c.Error.Message, "127.0.0.1:9") {
-				t.Fatalf("computer after a failed launch: %+v", c)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no process_failed hold: %+v", s.Holds)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var s helmrtype.Session
+	waitFor(t, "a process_failed hold", func() bool {
+		s = p.session(r.Session.ID)
+		return slices.ContainsFunc(s.Holds, func(h helmrtype.Hold) bool { return h.Kind == helmrtype.HoldProcessFailed })
+	})
+	var c helmrtype.ComputerState
+	p.must("GET", "/v1/computers/"+*s.ComputerID, nil, &c)
+	if c.Residency != helmrtype.ResidencyUnavailable || c.Error == nil || !strings.Contains(c.Error.Message, "127.0.0.1:9") {
+		t.Fatalf("computer after a failed launch: %+v", c)
 	}
 	if st := p.turnStatus(r.Session.ID, r.Turn.ID); st != helmrtype.TurnQueued {
 		t.Errorf("the turn is %s, want queued behind the hold", st)

@@ -147,6 +147,12 @@ func (p *plane) stop() {
 // call does one API request and decodes a 2xx body into out; a non-2xx
 // answer is returned as *helmrtype.Error.
 func (p *plane) call(method, path string, body, out any) error {
+	return apiCall(p.url, p.key, method, path, body, out)
+}
+
+// apiCall does one API request to the server at url with key; a non-2xx
+// answer is returned as *helmrtype.Error, a transport error as it is.
+func apiCall(url, key, method, path string, body, out any) error {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -155,11 +161,11 @@ func (p *plane) call(method, path string, body, out any) error {
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequest(method, p.url+path, rd)
+	req, err := http.NewRequest(method, url+path, rd)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+p.key)
+	req.Header.Set("Authorization", "Bearer "+key)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -126,15 +127,10 @@ func TestReattachWindowEndsSilentProcess(t *testing.T) {
 	waitGone(t, pid)
 }
 
+// waitOutput waits until session sid has output s.
 func waitOutput(t *testing.T, p *plane, sid, s string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !p.hasOutput(sid, s) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no output %q in session %s", s, sid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(t, fmt.Sprintf("output %q in session %s", s, sid), func() bool { return p.hasOutput(sid, s) })
 }
 
 // waitGone waits until pid has exited (a zombie counts as gone).
