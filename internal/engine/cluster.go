@@ -135,7 +135,6 @@ func (e *Engine) ReleaseLease(ctx context.Context, sessionID string) error {
 	return e.store.Update(ctx, func(tx store.Tx) error { return tx.ReleaseLease(ctx, sessionID, e.node) })
 }
 
-
 // UnleasedWork returns up to limit Sessions with work that no node
 // supervises (their node stopped, or it never took them).
 func (e *Engine) UnleasedWork(ctx context.Context, limit int) ([]string, error) {
