@@ -74,20 +74,10 @@ func (t *tx) UnleasedWork(ctx context.Context, limit int) ([]string, error) {
 
 // strings runs q and returns its one text column.
 func (t *tx) strings(ctx context.Context, q string, args ...any) ([]string, error) {
-	rows, err := t.q.query(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
+	return queryAll(ctx, t, func(sc interface{ Scan(...any) error }) (*string, error) {
 		var s string
-		if err := rows.Scan(&s); err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, rows.Err()
+		return &s, sc.Scan(&s)
+	}, q, args...)
 }
 
 // --- deployment binaries ---
