@@ -14,6 +14,11 @@ var templateIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 type Resources struct {
 	CPU    float64
 	Memory string
+	// Processes caps the Computer's processes and threads (default 1,024).
+	Processes int
+	// Disk caps the size of /workspace and /tmp, such as "10GiB"; a
+	// Computer past it has its processes stopped.
+	Disk string
 }
 
 // ImageDef describes how a Template's root filesystem is made.
@@ -75,10 +80,16 @@ type TemplateSpec struct {
 	ID        string
 	Image     *ImageDef
 	Resources Resources
-	// Network gives the Computers the host's network. Without it (the
-	// default) processes have only their own loopback: enough for the
+	// Network gives the Computers outbound network access through a
+	// network namespace of their own: the host's loopback, link-local
+	// addresses and the host's own addresses stay out of reach. Without it
+	// (the default) processes have only their own loopback: enough for the
 	// runtime MCP server, not for the internet.
 	Network bool
+	// NetworkAllow limits a networked Computer to these destinations: IP
+	// addresses or prefixes, each with an optional port ("192.0.2.7:443",
+	// "10.0.0.0/8", "[2001:db8::1]:443"). They may name host addresses.
+	NetworkAllow []string
 }
 
 // TemplateDef is a declared Template, recorded in the manifest.
@@ -101,16 +112,19 @@ func Template(spec TemplateSpec) *TemplateDef {
 	if spec.Image.m.From == "" && !spec.Image.m.Host {
 		panic(fmt.Sprintf("helmr.Template %q: the image needs From(ref) or FromHost()", spec.ID))
 	}
-	if spec.Resources.CPU < 0 {
-		panic(fmt.Sprintf("helmr.Template %q: CPU must not be negative", spec.ID))
+	r := helmrtype.ResourcesManifest{CPU: spec.Resources.CPU, Memory: spec.Resources.Memory,
+		Processes: spec.Resources.Processes, Disk: spec.Resources.Disk}
+	if err := r.Check(); err != nil {
+		panic(fmt.Sprintf("helmr.Template %q: %v", spec.ID, err))
 	}
-	if spec.Resources.Memory != "" {
-		if _, err := ParseMemory(spec.Resources.Memory); err != nil {
-			panic(fmt.Sprintf("helmr.Template %q: %v", spec.ID, err))
-		}
+	if len(spec.NetworkAllow) > 0 && !spec.Network {
+		panic(fmt.Sprintf("helmr.Template %q: NetworkAllow needs Network", spec.ID))
+	}
+	if _, err := helmrtype.ParseNetworkAllow(spec.NetworkAllow); err != nil {
+		panic(fmt.Sprintf("helmr.Template %q: %v", spec.ID, err))
 	}
 	return &TemplateDef{m: helmrtype.TemplateManifest{ID: spec.ID, Image: spec.Image.m,
-		Resources: helmrtype.ResourcesManifest{CPU: spec.Resources.CPU, Memory: spec.Resources.Memory}, Network: spec.Network}}
+		Resources: r, Network: spec.Network, NetworkAllow: spec.NetworkAllow}}
 }
 
 // ParseMemory parses a memory size such as "512MiB", "1GiB", "256M" or a

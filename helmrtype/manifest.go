@@ -51,9 +51,15 @@ type TemplateManifest struct {
 	ID        string            `json:"id"`
 	Image     ImageManifest     `json:"image"`
 	Resources ResourcesManifest `json:"resources"`
-	// Network gives the Template's Computers the host's network; without
-	// it their processes have only their own loopback.
+	// Network gives the Template's Computers outbound network access
+	// through a network namespace of their own (never the host's loopback,
+	// link-local addresses or the host's own addresses); without it their
+	// processes have only their own loopback.
 	Network bool `json:"network,omitempty"`
+	// NetworkAllow, when set, limits a networked Computer to these
+	// destinations (see ParseNetworkAllow); they may name host addresses
+	// that are otherwise unreachable.
+	NetworkAllow []string `json:"network_allow,omitempty"`
 }
 
 // ImageManifest describes how a Template's image is made.
@@ -74,6 +80,12 @@ type ImageStep struct {
 type ResourcesManifest struct {
 	CPU    float64 `json:"cpu"`
 	Memory string  `json:"memory,omitempty"`
+	// Processes caps the number of processes and threads of the Computer
+	// (0: DefaultProcesses).
+	Processes int `json:"processes,omitempty"`
+	// Disk caps the size of the Computer's /workspace and /tmp, such as
+	// "10GiB" ("" for no cap but the host's free-space floor).
+	Disk string `json:"disk,omitempty"`
 }
 
 // Deployment is an immutable, content-addressed agent program.

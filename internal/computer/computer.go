@@ -9,6 +9,7 @@ package computer
 import (
 	"context"
 	"io"
+	"os"
 	"syscall"
 
 	"github.com/helmr-go/helmr/helmrtype"
@@ -39,9 +40,11 @@ type Spec struct {
 	ID        string
 	Image     Image
 	Resources helmrtype.ResourcesManifest
-	// Network gives the Computer the host's network; without it processes
-	// have only their own loopback.
-	Network bool
+	// Network gives the Computer outbound access through a network
+	// namespace of its own; without it processes have only their own
+	// loopback. NetworkAllow limits it to these destinations.
+	Network      bool
+	NetworkAllow []helmrtype.NetworkDest
 }
 
 // Bind makes a host path visible inside the Computer at Dst.
@@ -59,6 +62,10 @@ type ProcessSpec struct {
 	// /workspace.
 	Dir   string
 	Binds []Bind
+	// Files are given to the process as descriptors 3, 4, … in order (the
+	// session credential travels this way); the caller closes its copies
+	// once Start returns.
+	Files []*os.File
 	Stdin io.Reader
 	// Stdout and Stderr receive the process's output; nil discards it.
 	Stdout, Stderr io.Writer

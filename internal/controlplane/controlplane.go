@@ -219,7 +219,12 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		return nil, err
 	}
 	cfg.DataDir = abs
-	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+	// The data directory holds the database, credentials' files and the
+	// Computers: nobody else on the host reads it.
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(cfg.DataDir, 0o700); err != nil {
 		return nil, err
 	}
 	lock, err := lockDir(cfg.DataDir)
@@ -320,7 +325,7 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 func OpenStore(ctx context.Context, cfg Config) (store.Store, error) {
 	switch db := cfg.Database; {
 	case db == "":
-		if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 			return nil, err
 		}
 		return sqlitestore.Open(ctx, filepath.Join(cfg.DataDir, "helmr.db"), sqlitestore.Options{Synchronous: cfg.Synchronous, Logger: cfg.Logger})

@@ -54,6 +54,15 @@ func ValidateManifest(m *helmrtype.Manifest) error {
 	templates := map[string]bool{}
 	for _, t := range m.Templates {
 		templates[t.ID] = true
+		if err := t.Resources.Check(); err != nil {
+			return invalid("template %q: %v", t.ID, err)
+		}
+		if len(t.NetworkAllow) > 0 && !t.Network {
+			return invalid("template %q: network_allow needs network", t.ID)
+		}
+		if _, err := helmrtype.ParseNetworkAllow(t.NetworkAllow); err != nil {
+			return invalid("template %q: %v", t.ID, err)
+		}
 	}
 	seen := map[string]bool{}
 	for _, a := range m.Agents {

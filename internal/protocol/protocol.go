@@ -16,9 +16,16 @@ const Version = "helmr.session.v1"
 // Environment variables the supervisor gives a session process.
 const (
 	EnvSocket = "HELMR_SESSION_SOCKET" // Unix socket of the protocol endpoint
-	EnvToken  = "HELMR_SESSION_TOKEN"  // the process's credential
+	EnvToken  = "HELMR_SESSION_TOKEN"  // the process's credential, where no descriptor carries it (tests, by hand)
+	// EnvTokenFD names the descriptor from which the process reads its
+	// credential to the end (the control plane's launcher passes it so).
+	EnvTokenFD = "HELMR_SESSION_TOKEN_FD"
 	EnvAgent  = "HELMR_AGENT"          // the Agent this process serves
 )
+
+// TokenFD is the descriptor the control plane's launcher gives a session
+// process its credential on.
+const TokenFD = 3
 
 // ManifestFlag makes an agent binary print its manifest and exit.
 const ManifestFlag = "--helmr-manifest"

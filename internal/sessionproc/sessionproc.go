@@ -10,10 +10,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -119,12 +122,13 @@ func Dial(ctx context.Context, socket, token string) (*websocket.Conn, error) {
 // RunFromEnv connects with the variables the supervisor sets and serves
 // until shutdown. It is what helmr.Main runs inside a session process.
 func RunFromEnv(ctx context.Context, agents []Agent) error {
-	socket, token, agent := os.Getenv(protocol.EnvSocket), os.Getenv(protocol.EnvToken), os.Getenv(protocol.EnvAgent)
-	// The token is the process's own credential: child processes of agent
-	// code do not inherit it.
-	os.Unsetenv(protocol.EnvToken)
+	socket, agent := os.Getenv(protocol.EnvSocket), os.Getenv(protocol.EnvAgent)
+	token, err := readToken()
+	if err != nil {
+		return err
+	}
 	if socket == "" || token == "" {
-		return errors.New("not started by helmr: " + protocol.EnvSocket + " and " + protocol.EnvToken + " are unset")
+		return errors.New("not started by helmr: " + protocol.EnvSocket + " and " + protocol.EnvTokenFD + " are unset")
 	}
 	ws, err := Dial(ctx, socket, token)
 	if err != nil {
@@ -137,6 +141,30 @@ func RunFromEnv(ctx context.Context, agents []Agent) error {
 		}
 	}
 	return serve(ctx, ws, agent, agents, func(ctx context.Context) (*websocket.Conn, error) { return Dial(ctx, socket, token) }, window)
+}
+
+// readToken reads the process's credential from the descriptor named by
+// HELMR_SESSION_TOKEN_FD (and closes it), or else from
+// HELMR_SESSION_TOKEN; it removes both from the environment, so that
+// child processes of agent code inherit neither.
+func readToken() (string, error) {
+	fdText, token := os.Getenv(protocol.EnvTokenFD), os.Getenv(protocol.EnvToken)
+	os.Unsetenv(protocol.EnvTokenFD)
+	os.Unsetenv(protocol.EnvToken)
+	if fdText == "" {
+		return token, nil
+	}
+	fd, err := strconv.Atoi(fdText)
+	if err != nil || fd < 3 {
+		return "", fmt.Errorf("%s=%q: want a descriptor number above 2", protocol.EnvTokenFD, fdText)
+	}
+	f := os.NewFile(uintptr(fd), "session-token")
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 4096))
+	if err != nil {
+		return "", fmt.Errorf("read the session credential from descriptor %d: %w", fd, err)
+	}
+	return strings.TrimSpace(string(b)), nil
 }
 
 // Serve runs the protocol on an open connection for the named Agent. A lost

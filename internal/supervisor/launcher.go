@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -33,13 +34,35 @@ type LaunchSpec struct {
 	SourceDir string
 }
 
-// Env returns the protocol variables a session process reads.
+// Env returns the protocol variables a session process reads, but not its
+// credential: that travels by a descriptor (TokenFile).
 func (s LaunchSpec) Env() []string {
-	env := []string{protocol.EnvSocket + "=" + s.Socket, protocol.EnvToken + "=" + s.Token, protocol.EnvAgent + "=" + s.Agent}
+	env := []string{protocol.EnvSocket + "=" + s.Socket, protocol.EnvAgent + "=" + s.Agent,
+		protocol.EnvTokenFD + "=" + strconv.Itoa(protocol.TokenFD)}
 	if s.ReconnectWindow > 0 {
 		env = append(env, protocol.EnvReconnectWindow+"="+helmrtype.FormatDuration(s.ReconnectWindow))
 	}
 	return env
+}
+
+// TokenFile returns the read end of a pipe that holds the credential and
+// nothing more, to give the process as descriptor protocol.TokenFD: no
+// other host user can read it, and it is on no command line. The caller
+// closes it once the process started.
+func (s LaunchSpec) TokenFile() (*os.File, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	// A pipe holds 64 KiB: the credential fits, and the write end closes
+	// so the process reads it to the end.
+	_, err = w.WriteString(s.Token)
+	w.Close()
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
 }
 
 // Process is a running session process.
@@ -99,9 +122,16 @@ func (l *ComputerLauncher) Launch(ctx context.Context, spec LaunchSpec) (Process
 	inside := spec
 	inside.Socket = runDir + "/" + filepath.Base(spec.Socket)
 	env := append(inside.Env(), "HELMR_WORKSPACE="+computer.Workspace, "HELMR_COMPUTER_ID="+spec.ComputerID)
+	token, err := spec.TokenFile()
+	if err != nil {
+		logf.Close()
+		return nil, err
+	}
 	pr, err := l.Provider.Start(ctx, cs, computer.ProcessSpec{Argv: []string{agentPath}, Env: env, Dir: computer.Workspace,
 		Binds:  []computer.Bind{{Src: spec.Binary, Dst: agentPath}, {Src: filepath.Dir(spec.Socket), Dst: runDir}},
+		Files:  []*os.File{token},
 		Stdout: logf, Stderr: logf})
+	token.Close()
 	if err != nil {
 		logf.Close()
 		return nil, fmt.Errorf("start session process: %w", err)
@@ -135,7 +165,11 @@ func (l *ComputerLauncher) computerSpec(ctx context.Context, id string, t helmrt
 			return computer.Spec{}, fmt.Errorf("template %s: %w", t.ID, err)
 		}
 	}
-	cs := computer.Spec{ID: id, Image: img, Resources: t.Resources, Network: t.Network}
+	allow, err := helmrtype.ParseNetworkAllow(t.NetworkAllow)
+	if err != nil {
+		return computer.Spec{}, fmt.Errorf("template %s: %w", t.ID, err)
+	}
+	cs := computer.Spec{ID: id, Image: img, Resources: t.Resources, Network: t.Network, NetworkAllow: allow}
 	return cs, l.Provider.Create(ctx, cs)
 }
 

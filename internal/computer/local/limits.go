@@ -16,17 +16,20 @@ import (
 	"github.com/helmr-go/helmr/internal/freezer"
 )
 
-// Resource limits. Each Computer gets a cgroup per controller — memory and
-// cpu — named <CgroupName>/<computer id>, shared by all its processes:
+// Resource limits. Each Computer gets a cgroup per controller — memory,
+// cpu and pids — named <CgroupName>/<computer id>, shared by all its
+// processes:
 //   - cgroup v1: memory.limit_in_bytes (and memory.memsw.limit_in_bytes
 //     when swap accounting exists) and cpu.cfs_quota_us over a 100 ms
-//     period, in the memory and cpu hierarchies;
-//   - cgroup v2: memory.max, memory.swap.max and cpu.max in one group under
-//     the unified hierarchy's root.
-// A new process is moved in right after it starts, before it runs user
-// code (the runtime welcomes a session process only after that): its
-// leader first, then every member of its process group, so that a child
-// forked meanwhile is caught.
+//     period, in the memory and cpu hierarchies, and pids.max in the pids
+//     hierarchy;
+//   - cgroup v2: memory.max, memory.swap.max, cpu.max and pids.max in one
+//     group under the unified hierarchy's root.
+// A new sandbox is moved in before it runs its command (it waits on its
+// block descriptor meanwhile): its leader first, then every member of its
+// process group. Every Computer has a process limit (Resources.Processes,
+// default 1,024): the sandbox user is host root mapped, so RLIMIT_NPROC
+// would bind nothing.
 
 const cpuPeriod = 100000 // µs
 
@@ -34,9 +37,9 @@ type limiter struct {
 	log *slog.Logger
 	// dirs are the parent directories (one per controller hierarchy) to
 	// create the Computers' cgroups in; empty when no limits are possible.
-	mem, cpu string
-	v2       bool
-	why      string
+	mem, cpu, pids string
+	v2             bool
+	why            string
 }
 
 func newLimiter(name string, log *slog.Logger) *limiter {
@@ -46,14 +49,14 @@ func newLimiter(name string, log *slog.Logger) *limiter {
 		if err := enableV2(base); err != nil {
 			l.why = "cgroup v2: " + err.Error()
 		} else {
-			l.mem, l.cpu, l.v2 = base, base, true
+			l.mem, l.cpu, l.pids, l.v2 = base, base, base, true
 		}
 	} else {
 		mounts := v1Mounts()
 		for _, c := range []struct {
 			ctrl string
 			dst  *string
-		}{{"memory", &l.mem}, {"cpu", &l.cpu}} {
+		}{{"memory", &l.mem}, {"cpu", &l.cpu}, {"pids", &l.pids}} {
 			m, ok := mounts[c.ctrl]
 			if !ok {
 				l.why += "no cgroup v1 " + c.ctrl + " hierarchy; "
@@ -67,7 +70,7 @@ func newLimiter(name string, log *slog.Logger) *limiter {
 			*c.dst = d
 		}
 	}
-	if l.mem == "" || l.cpu == "" {
+	if l.mem == "" || l.cpu == "" || l.pids == "" {
 		log.Warn("computers: resource limits are not enforced", "reason", l.why)
 	} else {
 		log.Info("computers: resource limits enforced with cgroups", "kind", l.kind())
@@ -75,14 +78,14 @@ func newLimiter(name string, log *slog.Logger) *limiter {
 	return l
 }
 
-// enableV2 creates base under the unified hierarchy with the memory and
-// cpu controllers available to its children.
+// enableV2 creates base under the unified hierarchy with the memory, cpu
+// and pids controllers available to its children.
 func enableV2(base string) error {
 	if err := os.MkdirAll(base, 0o755); err != nil {
 		return err
 	}
 	for _, d := range []string{filepath.Dir(base), base} {
-		if err := os.WriteFile(filepath.Join(d, "cgroup.subtree_control"), []byte("+memory +cpu"), 0); err != nil {
+		if err := os.WriteFile(filepath.Join(d, "cgroup.subtree_control"), []byte("+memory +cpu +pids"), 0); err != nil {
 			return fmt.Errorf("enable memory and cpu in %s: %w", d, err)
 		}
 	}
@@ -106,7 +109,7 @@ func v1Mounts() map[string]string {
 			continue
 		}
 		for _, opt := range strings.Split(pf[2], ",") {
-			if opt == "memory" || opt == "cpu" {
+			if opt == "memory" || opt == "cpu" || opt == "pids" {
 				if _, seen := out[opt]; !seen {
 					out[opt] = fields[4]
 				}
@@ -118,7 +121,7 @@ func v1Mounts() map[string]string {
 
 func (l *limiter) kind() string {
 	switch {
-	case l.mem == "" || l.cpu == "":
+	case l.mem == "" || l.cpu == "" || l.pids == "":
 		return ""
 	case l.v2:
 		return "cgroup-v2"
@@ -127,9 +130,11 @@ func (l *limiter) kind() string {
 }
 
 // apply puts the process tree led by pid (its process group) into the
-// Computer's cgroups, creating them with the Template's limits. It joins
-// only the controllers that limit it: without limits (no memory, no cpu)
-// it joins none.
+// Computer's cgroups, creating them with the Template's limits. Every
+// Computer has a process limit; the memory and cpu hierarchies (cgroup
+// v1) are joined only where they limit something: membership there slows
+// every process in it (about 20% of a Turn's server round trip in the
+// benchmark).
 func (l *limiter) apply(id string, r helmrtype.ResourcesManifest, pid int) error {
 	if l.kind() == "" {
 		return nil
@@ -141,25 +146,19 @@ func (l *limiter) apply(id string, r helmrtype.ResourcesManifest, pid int) error
 			return err
 		}
 	}
-	// A Template without limits costs nothing: cgroup membership slows
-	// every process in it (about 20% of a Turn's server round trip in the
-	// benchmark), so a process joins only the controllers that limit it.
-	if mem <= 0 && r.CPU <= 0 {
-		return nil
-	}
-	var dirs []string
-	if mem > 0 || l.v2 {
+	dirs := []string{filepath.Join(l.pids, id)}
+	if !l.v2 && mem > 0 {
 		dirs = append(dirs, filepath.Join(l.mem, id))
 	}
 	if !l.v2 && r.CPU > 0 {
 		dirs = append(dirs, filepath.Join(l.cpu, id))
 	}
-	for _, d := range []string{filepath.Join(l.mem, id), filepath.Join(l.cpu, id)} {
+	for _, d := range []string{filepath.Join(l.mem, id), filepath.Join(l.cpu, id), filepath.Join(l.pids, id)} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
 	}
-	if err := l.setLimits(id, mem, r.CPU); err != nil {
+	if err := l.setLimits(id, mem, r.CPU, r.ProcessLimit()); err != nil {
 		return err
 	}
 	for _, d := range dirs {
@@ -170,7 +169,7 @@ func (l *limiter) apply(id string, r helmrtype.ResourcesManifest, pid int) error
 	return nil
 }
 
-func (l *limiter) setLimits(id string, mem int64, cpu float64) error {
+func (l *limiter) setLimits(id string, mem int64, cpu float64, procs int) error {
 	write := func(file, v string) error {
 		if err := os.WriteFile(file, []byte(v), 0); err != nil {
 			return fmt.Errorf("write %s: %w", file, err)
@@ -194,7 +193,13 @@ func (l *limiter) setLimits(id string, mem int64, cpu float64) error {
 			// Swap would let a hog outlive its limit; absent without swap.
 			os.WriteFile(filepath.Join(d, "memory.swap.max"), []byte("0"), 0)
 		}
+		if err := write(filepath.Join(d, "pids.max"), strconv.Itoa(procs)); err != nil {
+			return err
+		}
 		return write(filepath.Join(d, "cpu.max"), quota+" "+strconv.Itoa(cpuPeriod))
+	}
+	if err := write(filepath.Join(l.pids, id, "pids.max"), strconv.Itoa(procs)); err != nil {
+		return err
 	}
 	md, cd := filepath.Join(l.mem, id), filepath.Join(l.cpu, id)
 	m := "-1"
@@ -232,7 +237,7 @@ func (l *limiter) setLimits(id string, mem int64, cpu float64) error {
 // parent groups when nothing is left in them (a stopping control plane;
 // groups in use stay).
 func (l *limiter) cleanup() {
-	for _, base := range []string{l.mem, l.cpu} {
+	for _, base := range []string{l.mem, l.cpu, l.pids} {
 		if base == "" {
 			continue
 		}
@@ -254,5 +259,6 @@ func (l *limiter) remove(id string) {
 	syscall.Rmdir(filepath.Join(l.mem, id))
 	if !l.v2 {
 		syscall.Rmdir(filepath.Join(l.cpu, id))
+		syscall.Rmdir(filepath.Join(l.pids, id))
 	}
 }

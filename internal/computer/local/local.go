@@ -8,6 +8,7 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -55,6 +56,10 @@ type Provider struct {
 	kind   string
 	bwrap  string
 	limits *limiter
+	net    *netStack
+	// accounts is the directory of the sandbox user's passwd and group.
+	accounts string
+	disk     *diskWatch
 }
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
@@ -79,7 +84,14 @@ func New(opts Options) (*Provider, error) {
 	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, err
 	}
-	p := &Provider{opts: opts, log: opts.Logger, kind: KindBubblewrap}
+	// Descriptors this process inherited (a shell's redirections, a
+	// supervisor's pipes) must not reach any Computer.
+	closeInherited()
+	accounts, err := writeAccounts(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	p := &Provider{opts: opts, log: opts.Logger, kind: KindBubblewrap, net: newNetStack(), accounts: accounts}
 	if err := p.probe(); err != nil {
 		if !opts.Unsafe {
 			return nil, fmt.Errorf("%w: %v (install bubblewrap and allow user namespaces, or run with --unsafe-no-sandbox to run agent processes unisolated on the host)", ErrNoSandbox, err)
@@ -88,8 +100,12 @@ func New(opts Options) (*Provider, error) {
 		p.log.Warn("computers are NOT sandboxed: agent processes run as plain host processes with the control plane's rights", "reason", err)
 	} else {
 		p.log.Info("computers are sandboxed with bubblewrap", "bwrap", p.bwrap)
+		if p.net.why != "" {
+			p.log.Warn("computers with network are refused on this host", "reason", p.net.why)
+		}
 	}
 	p.limits = newLimiter(opts.CgroupName, p.log)
+	p.disk = newDiskWatch(p.log)
 	return p, nil
 }
 
@@ -105,9 +121,11 @@ func (p *Provider) probe() error {
 		return err
 	}
 	args := []string{"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--die-with-parent"}
-	args = append(args, hostRoot()...)
+	args = append(args, hostRoot("")...)
 	args = append(args, "--proc", "/proc", "--dev", "/dev", "--", true_)
-	out, err := exec.Command(path, args...).CombinedOutput()
+	cmd := exec.Command(path, args...)
+	cmd.Env = []string{}
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("%s: %v: %s", path, err, strings.TrimSpace(string(out)))
 	}
@@ -132,6 +150,9 @@ func (p *Provider) dir(id string) (string, error) {
 func (p *Provider) Create(ctx context.Context, spec computer.Spec) error {
 	d, err := p.dir(spec.ID)
 	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(d, 0o700); err != nil {
 		return err
 	}
 	for _, sub := range []string{"workspace", "tmp"} {
@@ -174,43 +195,6 @@ func (p *Provider) Delete(ctx context.Context, id string) error {
 	}
 	p.limits.remove(id)
 	return os.RemoveAll(d)
-}
-
-// hostDirs are the host's system directories a host image shows.
-var hostDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"}
-
-// hostSecrets are hidden even from a host image: /etc is shown read-only,
-// but these could let a process learn host credentials.
-var hostSecrets = []string{"/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", "/etc/sudoers",
-	"/etc/ssh", "/etc/ssl/private", "/etc/sudoers.d", "/etc/security/opasswd"}
-
-// hostRoot returns the bubblewrap arguments that show the host's system
-// directories read-only (symlinks such as /bin -> usr/bin kept as links).
-func hostRoot() []string {
-	var args []string
-	for _, d := range hostDirs {
-		fi, err := os.Lstat(d)
-		switch {
-		case err != nil:
-		case fi.Mode()&os.ModeSymlink != 0:
-			if t, err := os.Readlink(d); err == nil {
-				args = append(args, "--symlink", t, d)
-			}
-		case fi.IsDir():
-			args = append(args, "--ro-bind", d, d)
-		}
-	}
-	for _, s := range hostSecrets {
-		fi, err := os.Lstat(s)
-		switch {
-		case err != nil:
-		case fi.IsDir():
-			args = append(args, "--tmpfs", s, "--remount-ro", s)
-		default:
-			args = append(args, "--ro-bind", "/dev/null", s)
-		}
-	}
-	return args
 }
 
 // imageRoot returns the arguments that show an image directory as the
@@ -288,12 +272,23 @@ func (p *Provider) Start(ctx context.Context, spec computer.Spec, ps computer.Pr
 	if dir == "" {
 		dir = computer.Workspace
 	}
+	if spec.Resources.Disk != "" {
+		if err := p.disk.check([]string{ws, tmp}, spec.Resources.Disk); err != nil {
+			return nil, err
+		}
+	}
 	env := environment(spec.Image, ps.Env)
-	var cmd *exec.Cmd
+	var (
+		cmd *exec.Cmd
+		sb  *sandbox
+	)
 	if p.kind == KindUnsafe {
 		cmd, err = p.unsafeCommand(ws, tmp, dir, env, ps)
 	} else {
-		cmd, err = p.sandboxCommand(spec, ws, tmp, dir, env, ps)
+		var args []string
+		if args, err = p.sandboxArgs(spec, ws, tmp, dir, env, ps); err == nil {
+			cmd, sb, err = p.sandboxed(args, ps.Files, spec.Network)
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -310,28 +305,44 @@ func (p *Provider) Start(ctx context.Context, spec computer.Spec, ps computer.Pr
 	// session process outlives a control-plane restart.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
+		sb.abandon()
 		return nil, fmt.Errorf("local: start %s: %w", ps.Argv[0], err)
 	}
 	pr := &process{cmd: cmd, done: make(chan struct{})}
-	if err := p.limits.apply(spec.ID, spec.Resources, cmd.Process.Pid); err != nil {
-		// Without its limits the process must not run user code.
+	fail := func(err error) (computer.Process, error) {
+		// Without its limits or its network's firewall the process must
+		// not run user code.
+		sb.abandon()
 		pr.Signal(syscall.SIGKILL)
 		cmd.Wait()
-		return nil, fmt.Errorf("local: resource limits: %w", err)
+		return nil, err
+	}
+	if err := sb.started(ctx, p.net, spec.NetworkAllow); err != nil {
+		return fail(err)
+	}
+	if err := p.limits.apply(spec.ID, spec.Resources, cmd.Process.Pid); err != nil {
+		return fail(fmt.Errorf("local: resource limits: %w", err))
+	}
+	// Only now does the sandbox run the command (it waited on its block
+	// descriptor): everything it starts is inside its limits.
+	if err := sb.release(); err != nil {
+		return fail(err)
+	}
+	if spec.Resources.Disk != "" {
+		pr.stop = p.disk.watch(spec.ID, spec.Resources.Disk, []string{ws, tmp}, pr)
 	}
 	go pr.wait()
 	return pr, nil
 }
 
-func (p *Provider) sandboxCommand(spec computer.Spec, ws, tmp, dir string, env []string, ps computer.ProcessSpec) (*exec.Cmd, error) {
+// sandboxArgs returns bubblewrap's arguments for one process of a
+// Computer (they travel by a pipe, not on the command line).
+func (p *Provider) sandboxArgs(spec computer.Spec, ws, tmp, dir string, env []string, ps computer.ProcessSpec) ([]string, error) {
 	args := []string{"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-		"--hostname", "computer", "--cap-drop", "ALL", "--clearenv"}
-	if !spec.Network {
-		args = append(args, "--unshare-net")
-	}
+		"--unshare-net", "--hostname", "computer", "--cap-drop", "ALL", "--clearenv"}
 	switch {
 	case spec.Image.Host:
-		args = append(args, hostRoot()...)
+		args = append(args, hostRoot(p.accounts)...)
 	case spec.Image.Root != "":
 		root, err := imageRoot(spec.Image.Root)
 		if err != nil {
@@ -352,9 +363,8 @@ func (p *Provider) sandboxCommand(spec computer.Spec, ws, tmp, dir string, env [
 		k, v, _ := strings.Cut(kv, "=")
 		args = append(args, "--setenv", k, v)
 	}
-	args = append(args, "--chdir", dir, "--")
-	args = append(args, ps.Argv...)
-	return exec.Command(p.bwrap, args...), nil
+	args = append(args, "--chdir", dir)
+	return append(append(args, "--"), ps.Argv...), nil
 }
 
 // unsafeCommand runs the process on the host: binds become environment
@@ -384,7 +394,7 @@ func (p *Provider) unsafeCommand(ws, tmp, dir string, env []string, ps computer.
 		}
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir, cmd.Env = hostPath(dir), env
+	cmd.Dir, cmd.Env, cmd.ExtraFiles = hostPath(dir), env, ps.Files
 	return cmd, nil
 }
 
@@ -393,10 +403,18 @@ type process struct {
 	done chan struct{}
 	code int
 	err  error
+	// stop ends the disk watch of the process; nil without one.
+	stop func() error
 }
 
 func (pr *process) wait() {
 	err := pr.cmd.Wait()
+	if pr.stop != nil {
+		// A process stopped for its disk use says so.
+		if derr := pr.stop(); derr != nil {
+			err = derr
+		}
+	}
 	pr.code = 0
 	var ee *exec.ExitError
 	switch {
@@ -435,8 +453,10 @@ func (p *Provider) RunStep(ctx context.Context, root string, argv, env []string,
 	if workdir == "" {
 		workdir = "/"
 	}
+	// Build steps fetch packages: they get a network namespace of their
+	// own with outbound access, like a Computer with Network.
 	args := []string{"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-		"--hostname", "build", "--cap-drop", "ALL", "--clearenv", "--die-with-parent",
+		"--unshare-net", "--hostname", "build", "--cap-drop", "ALL", "--clearenv", "--die-with-parent",
 		"--bind", root, "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"}
 	if _, err := os.Stat("/etc/resolv.conf"); err == nil {
 		args = append(args, "--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf")
@@ -447,10 +467,31 @@ func (p *Provider) RunStep(ctx context.Context, root string, argv, env []string,
 	}
 	args = append(args, "--chdir", workdir, "--")
 	args = append(args, argv...)
-	cmd := exec.CommandContext(ctx, p.bwrap, args...)
-	out, err := cmd.CombinedOutput()
+	cmd, sb, err := p.sandboxed(args, nil, true)
 	if err != nil {
-		return fmt.Errorf("%v: %s", err, tail(out, 2048))
+		return err
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		sb.abandon()
+		return err
+	}
+	stop := context.AfterFunc(ctx, func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	defer stop()
+	err = sb.started(ctx, p.net, nil)
+	if err == nil {
+		err = sb.release()
+	}
+	if err != nil {
+		sb.abandon()
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+		return err
+	}
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("%v: %s", err, tail(out.Bytes(), 2048))
 	}
 	return nil
 }

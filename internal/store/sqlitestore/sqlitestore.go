@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 
@@ -62,6 +63,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	// The database is readable by its owner alone; SQLite gives its
+	// journal files the database file's mode.
+	if err := ownerOnly(path); err != nil {
+		return nil, err
 	}
 	syncMode := strings.ToUpper(opts.Synchronous)
 	if syncMode != "FULL" && syncMode != "NORMAL" {
@@ -493,4 +499,21 @@ func (r readQ) query(ctx context.Context, q string, args ...any) (*sql.Rows, err
 	// prepare it for next time in the background.
 	r.cache.warm(q)
 	return r.tx.QueryContext(ctx, q, args...)
+}
+
+// ownerOnly creates the database file at path with mode 0600 if it does
+// not exist, and takes group and other access away from it and its
+// journal files if it does.
+func ownerOnly(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: %w", err)
+	}
+	f.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("sqlitestore: %w", err)
+		}
+	}
+	return nil
 }

@@ -1,0 +1,152 @@
+package local
+
+import (
+	"io/fs"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/helmr-go/helmr/helmrtype"
+)
+
+// Disk limits. A Computer whose Template sets Resources.Disk has the size
+// of its /workspace and /tmp measured while it has processes (every 2 s,
+// less often when a walk takes long); once past the limit, its processes
+// are killed and each ends with a limit_exceeded error, and a new process
+// is refused until files are removed. Plain directories have no quota on
+// this provider, so a burst between two measurements can pass the limit
+// briefly; the host's free-space floor still holds the store.
+
+// diskInterval is the shortest time between two measurements.
+const diskInterval = 2 * time.Second
+
+type diskWatch struct {
+	log *slog.Logger
+	mu  sync.Mutex
+	// computers are the watched Computers by ID.
+	computers map[string]*diskComputer
+}
+
+type diskComputer struct {
+	limit int64
+	dirs  []string
+	procs map[*process]bool
+	// over is set once the Computer passed its limit: its processes end
+	// with it.
+	over *helmrtype.Error
+	stop chan struct{}
+}
+
+func newDiskWatch(log *slog.Logger) *diskWatch {
+	return &diskWatch{log: log, computers: map[string]*diskComputer{}}
+}
+
+// diskUsage returns the bytes allocated to the files under dirs.
+func diskUsage(dirs []string) int64 {
+	var n int64
+	seen := map[uint64]bool{}
+	for _, d := range dirs {
+		filepath.WalkDir(d, func(_ string, e fs.DirEntry, err error) error {
+			if err != nil {
+				return nil
+			}
+			fi, err := e.Info()
+			if err != nil {
+				return nil
+			}
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+				if st.Nlink > 1 {
+					if seen[st.Ino] {
+						return nil
+					}
+					seen[st.Ino] = true
+				}
+				n += st.Blocks * 512
+			}
+			return nil
+		})
+	}
+	return n
+}
+
+// overLimit returns the error of a Computer whose files use more than
+// limit bytes, nil otherwise.
+func overLimit(dirs []string, limit int64, stated string) *helmrtype.Error {
+	if used := diskUsage(dirs); used > limit {
+		return helmrtype.Errorf(helmrtype.CodeLimitExceeded,
+			"the Computer's files use %d bytes, past its disk limit of %s; its processes were stopped", used, stated)
+	}
+	return nil
+}
+
+// check refuses a new process on a Computer already past its limit.
+func (w *diskWatch) check(dirs []string, limit string) error {
+	n, err := helmrtype.ParseMemory(limit)
+	if err != nil {
+		return err
+	}
+	if e := overLimit(dirs, n, limit); e != nil {
+		return helmrtype.Errorf(helmrtype.CodeLimitExceeded, "the Computer's files are past its disk limit of %s: remove some before starting a process", limit)
+	}
+	return nil
+}
+
+// watch adds pr to the watch of Computer id and returns the function that
+// removes it, which returns the limit's error if that stopped pr.
+func (w *diskWatch) watch(id, limit string, dirs []string, pr *process) func() error {
+	n, _ := helmrtype.ParseMemory(limit)
+	w.mu.Lock()
+	c := w.computers[id]
+	if c == nil {
+		c = &diskComputer{limit: n, dirs: dirs, procs: map[*process]bool{}, stop: make(chan struct{})}
+		w.computers[id] = c
+		go w.loop(id, limit, c)
+	}
+	c.procs[pr] = true
+	w.mu.Unlock()
+	return func() error {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		over := c.over
+		delete(c.procs, pr)
+		if len(c.procs) == 0 && w.computers[id] == c {
+			delete(w.computers, id)
+			close(c.stop)
+		}
+		if over != nil {
+			return over
+		}
+		return nil
+	}
+}
+
+func (w *diskWatch) loop(id, limit string, c *diskComputer) {
+	wait := diskInterval
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-time.After(wait):
+		}
+		start := time.Now()
+		over := overLimit(c.dirs, c.limit, limit)
+		// A walk of a large tree is not repeated back to back.
+		wait = max(diskInterval, 10*time.Since(start))
+		if over == nil {
+			continue
+		}
+		w.mu.Lock()
+		if w.computers[id] != c {
+			w.mu.Unlock()
+			return
+		}
+		c.over = over
+		for pr := range c.procs {
+			pr.Signal(syscall.SIGKILL)
+		}
+		w.mu.Unlock()
+		w.log.Warn("a Computer passed its disk limit; its processes were stopped", "computer", id, "limit", limit)
+	}
+}

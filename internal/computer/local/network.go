@@ -1,0 +1,161 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/helmr-go/helmr/helmrtype"
+)
+
+// Networking. A Computer without Network has a network namespace with
+// only its own loopback. One with Network gets a network namespace of its
+// own too, connected to the outside by pasta (a user-mode network stack:
+// the Computer's connections become the host's sockets), with a firewall
+// in the namespace set before the interface exists:
+//   - pasta maps nothing to the host's loopback (--no-map-gw, no port
+//     forwarding either way), so 127.0.0.0/8 and ::1 are the Computer's
+//     own;
+//   - the firewall rejects link-local destinations and every address of
+//     the host's interfaces (which includes the control plane's), so a
+//     service bound to 0.0.0.0 on the host is out of reach too;
+//   - a Template's NetworkAllow turns this into an allowlist: only those
+//     destinations, which may be host addresses.
+
+// netStack sets up the network of a Computer that asks for one.
+type netStack struct {
+	pasta, nft, nsenter string
+	// why is set when the host lacks a tool, and Network is refused.
+	why string
+}
+
+func newNetStack() *netStack {
+	n := &netStack{}
+	for _, t := range []struct {
+		name string
+		dst  *string
+	}{{"pasta", &n.pasta}, {"nft", &n.nft}, {"nsenter", &n.nsenter}} {
+		p, err := exec.LookPath(t.name)
+		if err != nil {
+			n.why += t.name + " not found; "
+			continue
+		}
+		*t.dst = p
+	}
+	n.why = strings.TrimSuffix(n.why, "; ")
+	return n
+}
+
+// attach gives the network namespace of process pid (the sandbox's init)
+// its firewall, then its interface.
+func (n *netStack) attach(ctx context.Context, pid int, allow []helmrtype.NetworkDest) error {
+	if n.why != "" {
+		return fmt.Errorf("local: a Computer with network needs pasta (Debian package passt) and nft (nftables): %s", n.why)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rules := firewall(hostAddrs(), allow)
+	ns := "/proc/" + strconv.Itoa(pid) + "/ns/"
+	fw := exec.CommandContext(ctx, n.nsenter, "--net="+ns+"net", "--", n.nft, "-f", "-")
+	fw.Env, fw.Stdin = []string{}, strings.NewReader(rules)
+	if out, err := fw.CombinedOutput(); err != nil {
+		return fmt.Errorf("local: network firewall: %v: %s", err, tail(out, 1024))
+	}
+	args := []string{"--config-net", "--quiet", "--no-map-gw",
+		"--tcp-ports", "none", "--udp-ports", "none", "--tcp-ns", "none", "--udp-ns", "none",
+		"--netns", ns + "net", "--userns", ns + "user"}
+	if os.Geteuid() == 0 {
+		// pasta drops root for nobody by default, who cannot enter the
+		// sandbox's namespaces; it isolates itself once set up.
+		args = append([]string{"--runas", "0:0"}, args...)
+	}
+	cmd := exec.CommandContext(ctx, n.pasta, args...)
+	cmd.Env = []string{}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	// pasta returns once the interface is up and then serves in the
+	// background until the namespace is gone.
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("local: network (pasta): %v: %s", err, tail(out.Bytes(), 1024))
+	}
+	return nil
+}
+
+// hostAddrs returns the addresses of this host's interfaces.
+func hostAddrs() []netip.Addr {
+	var out []netip.Addr
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(ipn.IP); ok {
+				out = append(out, ip.Unmap())
+			}
+		}
+	}
+	return out
+}
+
+// Destinations a networked Computer never reaches unless allowed.
+var (
+	blocked4 = []string{"0.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", "224.0.0.0/4", "255.255.255.255/32"}
+	blocked6 = []string{"::/128", "::1/128", "fe80::/10", "ff00::/8", "::ffff:0:0/96"}
+)
+
+// covered reports whether a lies in one of the blocked prefixes.
+func covered(a netip.Addr) bool {
+	for _, s := range append(blocked4, blocked6...) {
+		if netip.MustParsePrefix(s).Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// firewall returns the nftables ruleset of a networked Computer's
+// namespace: its own loopback always; then the allowlist, if any, and
+// nothing else; without one, everything but the blocked destinations and
+// the host's own addresses.
+func firewall(host []netip.Addr, allow []helmrtype.NetworkDest) string {
+	var b strings.Builder
+	b.WriteString("table inet helmr {\n\tchain output {\n\t\ttype filter hook output priority filter; policy accept;\n")
+	b.WriteString("\t\toifname \"lo\" accept\n")
+	for _, d := range allow {
+		fam := "ip"
+		if d.Prefix.Addr().Is6() {
+			fam = "ip6"
+		}
+		rule := fmt.Sprintf("\t\t%s daddr %s", fam, d.Prefix)
+		if d.Port != 0 {
+			rule += fmt.Sprintf(" meta l4proto { tcp, udp } th dport %d", d.Port)
+		}
+		b.WriteString(rule + " accept\n")
+	}
+	if len(allow) > 0 {
+		b.WriteString("\t\treject\n\t}\n}\n")
+		return b.String()
+	}
+	v4, v6 := append([]string(nil), blocked4...), append([]string(nil), blocked6...)
+	seen := map[netip.Addr]bool{}
+	for _, a := range host {
+		if seen[a] || covered(a) {
+			continue // nft refuses overlapping elements
+		}
+		seen[a] = true
+		if a.Is4() {
+			v4 = append(v4, a.String())
+		} else {
+			v6 = append(v6, a.String())
+		}
+	}
+	fmt.Fprintf(&b, "\t\tip daddr { %s } reject\n", strings.Join(v4, ", "))
+	fmt.Fprintf(&b, "\t\tip6 daddr { %s } reject\n", strings.Join(v6, ", "))
+	b.WriteString("\t}\n}\n")
+	return b.String()
+}
