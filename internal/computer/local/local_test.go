@@ -11,6 +11,7 @@ import (
 
 func TestMain(m *testing.M) {
 	computertest.Main()
+	escapeHelper()
 	os.Exit(m.Run())
 }
 

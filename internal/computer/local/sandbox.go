@@ -41,9 +41,18 @@ type sandbox struct {
 	argsW           *os.File
 }
 
-// sandboxed returns the bubblewrap command that runs args, with files as
-// descriptors 3, 4, … of the process, and its sandbox.
+// sandboxed returns the bubblewrap command that runs args (options, then
+// "--" and the command, which alone stays on the command line: it is the
+// process's own), with files as descriptors 3, 4, … of the process, and
+// its sandbox.
 func (p *Provider) sandboxed(args []string, files []*os.File, network bool) (*exec.Cmd, *sandbox, error) {
+	var argv []string
+	for i, a := range args {
+		if a == "--" {
+			args, argv = args[:i], args[i:]
+			break
+		}
+	}
 	sb := &sandbox{args: args}
 	argsR, argsW, err := os.Pipe()
 	if err != nil {
@@ -72,7 +81,7 @@ func (p *Provider) sandboxed(args []string, files []*os.File, network bool) (*ex
 		control = append(control, "--info-fd", fd(len(files)+2))
 	}
 	sb.args = append(control, args...)
-	cmd := exec.Command(p.bwrap, "--args", fd(len(files)))
+	cmd := exec.Command(p.bwrap, append([]string{"--args", fd(len(files))}, argv...)...)
 	cmd.Env = []string{}
 	cmd.ExtraFiles = extra
 	sb.cmd = cmd

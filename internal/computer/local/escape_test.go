@@ -1,0 +1,308 @@
+package local_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/computer"
+	"github.com/helmr-go/helmr/internal/computer/local"
+)
+
+// The escape suite: what a Command or agent code in a Computer would try
+// to reach the host, each attempt printed with what it found. Run it alone
+// with
+//
+//	go test ./internal/computer/local -run 'TestEscape|TestNetwork' -v
+//
+// It needs bubblewrap (and, for the network cases, pasta, nft and unshare).
+
+// canaryEnv is set in the test process before the provider starts: no
+// Computer may see it.
+const (
+	canaryEnv   = "HELMR_ESCAPE_CANARY"
+	canaryValue = "host-secret-6f1c2d"
+)
+
+// escapeProvider makes a sandboxing provider after the test process got a
+// canary variable and an inherited descriptor (not close-on-exec), as a
+// control plane started as `exec 7>>/tmp/x.log; helmr server` has. It
+// returns the provider, the descriptor's number and the file behind it.
+func escapeProvider(t *testing.T) (*local.Provider, int, string) {
+	t.Helper()
+	t.Setenv(canaryEnv, canaryValue)
+	leak := filepath.Join(t.TempDir(), "inherited.log")
+	fd, err := syscall.Open(leak, syscall.O_CREAT|syscall.O_WRONLY|syscall.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	p, err := local.New(local.Options{Dir: t.TempDir(), CgroupName: "helmr-test"})
+	if err != nil {
+		t.Skipf("no sandbox here: %v", err)
+	}
+	t.Cleanup(p.Cleanup)
+	return p, fd, leak
+}
+
+func newComputer(t *testing.T, p *local.Provider, id string, mod func(*computer.Spec)) computer.Spec {
+	t.Helper()
+	s := computer.Spec{ID: id, Image: computer.Image{Host: true}}
+	if mod != nil {
+		mod(&s)
+	}
+	if err := p.Create(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Delete(context.Background(), id) })
+	return s
+}
+
+// try runs a bash script in the Computer, prints what it tried and found,
+// and returns its exit code and output.
+func try(t *testing.T, p *local.Provider, s computer.Spec, what, script string) (int, string) {
+	t.Helper()
+	var out bytes.Buffer
+	pr, err := p.Start(context.Background(), s, computer.ProcessSpec{Argv: []string{"/bin/bash", "-c", script}, Stdout: &out, Stderr: &out})
+	if err != nil {
+		t.Fatalf("%s: start: %v", what, err)
+	}
+	select {
+	case <-pr.Done():
+	case <-time.After(60 * time.Second):
+		pr.Signal(syscall.SIGKILL)
+		t.Fatalf("%s: did not end", what)
+	}
+	code, err := pr.Wait()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	t.Logf("tried: %s\n  $ %s\n  exit %d: %s", what, script, code, strings.TrimSpace(out.String()))
+	return code, out.String()
+}
+
+// escapeHelperEnv makes the test binary a probe inside a Computer.
+const escapeHelperEnv = "HELMR_ESCAPE_HELPER"
+
+// escapeHelper runs a probe when the binary was started as one.
+func escapeHelper() {
+	switch os.Getenv(escapeHelperEnv) {
+	case "":
+		return
+	case "fork":
+		// Start 100 sleepers (one task each) and say how many the
+		// process limit let through.
+		started, refused := 0, 0
+		var procs []*os.Process
+		for range 100 {
+			pr, err := os.StartProcess("/bin/sleep", []string{"sleep", "20"}, &os.ProcAttr{})
+			if err != nil {
+				refused++
+				continue
+			}
+			started++
+			procs = append(procs, pr)
+		}
+		fmt.Printf("started %d refused %d\n", started, refused)
+		for _, pr := range procs {
+			pr.Kill()
+			pr.Wait()
+		}
+		os.Exit(0)
+	}
+	os.Exit(2)
+}
+
+func TestEscape(t *testing.T) {
+	p, fd, leak := escapeProvider(t)
+	s := newComputer(t, p, "escape-1", nil)
+
+	t.Run("EnvironmentOfEveryProcess", func(t *testing.T) {
+		_, out := try(t, p, s, "read the environment of PID 1 and of every visible process",
+			`for e in /proc/[0-9]*/environ; do echo "== $e"; tr '\0' '\n' < $e; done`)
+		if strings.Contains(out, canaryValue) || strings.Contains(out, canaryEnv) {
+			t.Fatalf("a Computer read the control plane's environment:\n%s", out)
+		}
+		if !strings.Contains(out, "/proc/1/environ") {
+			t.Fatalf("PID 1's environment was not tried: %q", out)
+		}
+	})
+
+	t.Run("InheritedDescriptors", func(t *testing.T) {
+		code, out := try(t, p, s, fmt.Sprintf("write to the control plane's inherited descriptor %d", fd),
+			fmt.Sprintf(`ls -l /proc/self/fd /proc/1/fd; echo escaped >&%d && echo wrote`, fd))
+		if b, _ := os.ReadFile(leak); len(b) > 0 || (code == 0 && strings.Contains(out, "wrote")) {
+			t.Fatalf("a Computer wrote to an inherited host descriptor (%q): %s", b, out)
+		}
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, leak) {
+				t.Fatalf("a Computer holds the inherited descriptor: %s", l)
+			}
+		}
+	})
+
+	t.Run("HostFilesOutsideTheAllowlist", func(t *testing.T) {
+		secret := filepath.Join(t.TempDir(), "secret")
+		os.WriteFile(secret, []byte("host secret"), 0o600)
+		for _, f := range []string{secret, "/etc/hostname", "/etc/shadow", "/etc/sudoers", "/etc/machine-id", "/etc/ssh", "/etc/postgresql", "/etc/default",
+			"/root", "/home", "/var", "/srv", "/opt", "/mnt", "/run", "/boot", "/sys/fs/cgroup", "/etc/ssl/private"} {
+			if _, err := os.Stat(f); err != nil {
+				continue // nothing to leak on this host
+			}
+			code, out := try(t, p, s, "read host path "+f, `ls -A `+f+` 2>&1 | head -5; head -c 200 `+f+` 2>&1`)
+			if code == 0 && !strings.Contains(out, "No such file") || strings.Contains(out, "host secret") {
+				t.Fatalf("%s is visible in a Computer: %s", f, out)
+			}
+		}
+		// passwd shows the sandbox's accounts, not the host's.
+		_, out := try(t, p, s, "list the accounts", `cat /etc/passwd`)
+		if !strings.HasPrefix(out, "root:x:0:0:") || strings.Count(out, "\n") > 2 {
+			t.Fatalf("/etc/passwd is not the sandbox's: %q", out)
+		}
+		// What programs need is there.
+		for _, f := range []string{"/usr/bin/env", "/etc/resolv.conf", "/etc/ld.so.cache", "/etc/ssl/certs"} {
+			if _, err := os.Stat(f); err != nil {
+				continue
+			}
+			if code, out := try(t, p, s, "find "+f, `test -e `+f); code != 0 {
+				t.Fatalf("%s is missing in a host image: %s", f, out)
+			}
+		}
+	})
+
+	t.Run("HostLoopback", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		port := ln.Addr().(*net.TCPAddr).Port
+		for _, network := range []bool{false, true} {
+			s := newComputer(t, p, "escape-net-"+strconv.FormatBool(network), func(s *computer.Spec) { s.Network = network })
+			code, out := try(t, p, s, fmt.Sprintf("connect to the host's 127.0.0.1:%d (network %v)", port, network),
+				fmt.Sprintf(`timeout 5 bash -c 'exec 3<>/dev/tcp/127.0.0.1/%d' && echo connected`, port))
+			if code == 0 || strings.Contains(out, "connected") {
+				t.Fatalf("reached the host's loopback (network %v): %s", network, out)
+			}
+		}
+	})
+
+	t.Run("OtherComputers", func(t *testing.T) {
+		other := newComputer(t, p, "escape-other", nil)
+		var out bytes.Buffer
+		pr, err := p.Start(context.Background(), other, computer.ProcessSpec{
+			Argv: []string{"/bin/bash", "-c", "echo other-secret > /workspace/mine; exec sleep 30"}, Stdout: &out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { pr.Signal(syscall.SIGKILL); pr.Wait() }()
+		time.Sleep(200 * time.Millisecond)
+		_, got := try(t, p, s, "look for another Computer's files and processes",
+			`cat /workspace/mine 2>&1; grep -l "other-$(echo secret)" -r / --exclude-dir=proc --exclude-dir=sys --exclude-dir=usr 2>/dev/null | head; cat /proc/[0-9]*/comm`)
+		if strings.Contains(got, "other-secret") || strings.Contains(got, "sleep") || strings.Contains(got, "escape-other") {
+			t.Fatalf("a Computer sees another's files or processes: %s", got)
+		}
+	})
+
+	t.Run("MountsPtraceAndPrivileges", func(t *testing.T) {
+		code, out := try(t, p, s, "mount a filesystem, remount the root writable", `mount -t tmpfs none /mnt 2>&1 || mount -o remount,rw / 2>&1 || exit 7`)
+		if code != 7 {
+			t.Fatalf("mount succeeded: %s", out)
+		}
+		code, out = try(t, p, s, "write to the read-only system", `echo x > /usr/escape 2>&1 || exit 7`)
+		if code != 7 {
+			t.Fatalf("wrote under /usr: %s", out)
+		}
+		_, out = try(t, p, s, "read capabilities and no_new_privs", `grep -E '^(CapEff|CapBnd|NoNewPrivs)' /proc/self/status`)
+		if !strings.Contains(out, "CapEff:\t0000000000000000") || !strings.Contains(out, "NoNewPrivs:\t1") {
+			t.Fatalf("a Computer has capabilities or may gain privileges: %s", out)
+		}
+		// The test process is a host process: invisible, so it cannot be
+		// traced or signalled.
+		host := os.Getpid()
+		code, out = try(t, p, s, fmt.Sprintf("find, signal and trace host process %d", host),
+			fmt.Sprintf(`ls /proc/%d/root 2>&1; kill -0 %d 2>&1 && exit 0; exit 7`, host, host))
+		if code != 7 {
+			t.Fatalf("a Computer reached a host process: %s", out)
+		}
+		// setuid binaries give nothing: no_new_privs.
+		if _, err := os.Stat("/usr/bin/su"); err == nil {
+			code, out = try(t, p, s, "gain privileges through a setuid binary", `su -c id nobody 2>&1; exit 7`)
+			if strings.Contains(out, "uid=65534") {
+				t.Fatalf("setuid worked: %s", out)
+			}
+		}
+	})
+
+	t.Run("SymlinksOutOfTheWorkspace", func(t *testing.T) {
+		secret := filepath.Join(t.TempDir(), "outside")
+		os.WriteFile(secret, []byte("outside-secret"), 0o600)
+		_, out := try(t, p, s, "follow symlinks out of /workspace",
+			`ln -sf `+secret+` /workspace/l1; ln -sf /proc/1/root/../../etc/hostname /workspace/l2; ln -sfn / /workspace/root; cat /workspace/l1 /workspace/l2 2>&1; ls /workspace/root/ 2>&1`)
+		if strings.Contains(out, "outside-secret") {
+			t.Fatalf("a symlink reached a host file: %s", out)
+		}
+	})
+
+	t.Run("ProcessLimit", func(t *testing.T) {
+		s := newComputer(t, p, "escape-pids", func(s *computer.Spec) { s.Resources = helmrtype.ResourcesManifest{Processes: 32} })
+		if p.Limits() == "" {
+			t.Skip("this host cannot enforce resource limits")
+		}
+		// A bounded loop: 100 children, at most 32 tasks (threads
+		// included) allowed.
+		self, _ := os.Executable()
+		var out bytes.Buffer
+		pr, err := p.Start(context.Background(), s, computer.ProcessSpec{Argv: []string{"/.helmr-test/escape"},
+			Env: []string{escapeHelperEnv + "=fork"}, Binds: []computer.Bind{{Src: self, Dst: "/.helmr-test/escape"}}, Stdout: &out, Stderr: &out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pr.Wait()
+		t.Logf("tried: start 100 processes under a limit of 32: %s", strings.TrimSpace(out.String()))
+		var started, refused int
+		fmt.Sscanf(out.String(), "started %d refused %d", &started, &refused)
+		if started == 0 || started > 32 || refused == 0 || started+refused != 100 {
+			t.Fatalf("processes under a limit of 32: %q", out.String())
+		}
+		// The host is untouched: it still starts processes.
+		if err := exec.Command("true").Run(); err != nil {
+			t.Fatalf("the host cannot start a process: %v", err)
+		}
+	})
+
+	t.Run("DiskLimit", func(t *testing.T) {
+		s := newComputer(t, p, "escape-disk", func(s *computer.Spec) { s.Resources = helmrtype.ResourcesManifest{Disk: "8MiB"} })
+		var out bytes.Buffer
+		pr, err := p.Start(context.Background(), s, computer.ProcessSpec{
+			Argv:   []string{"/bin/bash", "-c", "for i in $(seq 64); do head -c 1048576 /dev/zero > /workspace/f$i; sleep 0.1; done; echo finished"},
+			Stdout: &out, Stderr: &out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-pr.Done():
+		case <-time.After(30 * time.Second):
+			t.Fatal("a process past its disk limit was not stopped")
+		}
+		code, err := pr.Wait()
+		t.Logf("tried: write 64 MiB under a disk limit of 8MiB: exit %d, %v, %q", code, err, out.String())
+		if err == nil || helmrtype.CodeOf(err) != helmrtype.CodeLimitExceeded || strings.Contains(out.String(), "finished") {
+			t.Fatalf("want a limit_exceeded error, got exit %d, %v", code, err)
+		}
+		// A new process is refused until files are removed.
+		if _, err := p.Start(context.Background(), s, computer.ProcessSpec{Argv: []string{"/bin/true"}}); helmrtype.CodeOf(err) != helmrtype.CodeLimitExceeded {
+			t.Fatalf("a process started on a Computer past its disk limit: %v", err)
+		}
+	})
+}

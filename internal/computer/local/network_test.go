@@ -1,0 +1,110 @@
+package local_test
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/computer"
+)
+
+// testNetnsEnv marks the test binary re-run inside a network namespace of
+// the test's own, with no interface that leaves the machine.
+const testNetnsEnv = "HELMR_TEST_NETNS"
+
+// Inside the test's namespace: veth0 (198.18.0.1/24, the default route's
+// interface, whose peer is in the same namespace: nothing leaves) and a
+// second address on loopback, 198.18.1.1, where the "host" serves.
+const netnsSetup = `set -e
+ip link set lo up
+ip link add veth0 type veth peer name veth1
+ip addr add 198.18.0.1/24 dev veth0
+ip link set veth0 up; ip link set veth1 up
+ip route add default via 198.18.0.254 dev veth0
+ip addr add 198.18.1.1/32 dev lo
+exec "$0" "$@"`
+
+// TestNetwork checks a networked Computer in a network namespace of the
+// test's own: the host's 127.0.0.1 and its own addresses are unreachable
+// by default, an allowed host address is reachable, and an allowlist
+// shuts out what it does not name.
+func TestNetwork(t *testing.T) {
+	if os.Getenv(testNetnsEnv) == "" {
+		for _, tool := range []string{"unshare", "ip", "pasta", "nft"} {
+			if _, err := exec.LookPath(tool); err != nil {
+				t.Skipf("%s is not installed", tool)
+			}
+		}
+		cmd := exec.Command("unshare", "--net", "--", "/bin/sh", "-c", netnsSetup, os.Args[0], "-test.run", "^TestNetwork$", "-test.v")
+		cmd.Env = append(os.Environ(), testNetnsEnv+"=1")
+		out, err := cmd.CombinedOutput()
+		t.Logf("in a network namespace of the test's own:\n%s", out)
+		if err != nil {
+			t.Fatalf("%v", err)
+		}
+		if !strings.Contains(string(out), "--- PASS: TestNetwork") {
+			t.Fatal("the test did not run in its namespace")
+		}
+		return
+	}
+	p, _, _ := escapeProvider(t)
+	serve := func(addr string) int {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				c.Write([]byte("hello from the host\n"))
+				c.Close()
+			}
+		}()
+		return ln.Addr().(*net.TCPAddr).Port
+	}
+	loop, host, other := serve("127.0.0.1:0"), serve("198.18.1.1:0"), serve("198.18.1.1:0")
+	reach := func(s computer.Spec, addr string, port int) (bool, string) {
+		code, out := try(t, p, s, fmt.Sprintf("connect to %s:%d (network %v, allow %v)", addr, port, s.Network, s.NetworkAllow),
+			fmt.Sprintf(`timeout 5 bash -c 'exec 3<>/dev/tcp/%s/%d && head -1 <&3'`, addr, port))
+		return code == 0 && strings.Contains(out, "hello from the host"), out
+	}
+
+	open := newComputer(t, p, "net-open", func(s *computer.Spec) { s.Network = true })
+	if ok, out := reach(open, "127.0.0.1", loop); ok {
+		t.Fatalf("a networked Computer reached the host's 127.0.0.1: %s", out)
+	}
+	if ok, out := reach(open, "198.18.1.1", host); ok {
+		t.Fatalf("a networked Computer reached a host address it was not allowed: %s", out)
+	}
+	if _, out := try(t, p, open, "look at the interfaces", "ip -br addr; ip route"); !strings.Contains(out, "default") {
+		t.Fatalf("a networked Computer has no route out: %s", out)
+	}
+
+	allow, err := helmrtype.ParseNetworkAllow([]string{fmt.Sprintf("198.18.1.1:%d", host)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed := newComputer(t, p, "net-allowed", func(s *computer.Spec) { s.Network, s.NetworkAllow = true, allow })
+	if ok, out := reach(allowed, "198.18.1.1", host); !ok {
+		t.Fatalf("an allowed destination was not reached: %s", out)
+	}
+	if ok, out := reach(allowed, "198.18.1.1", other); ok {
+		t.Fatalf("a port the allowlist does not name was reached: %s", out)
+	}
+	if ok, out := reach(allowed, "127.0.0.1", loop); ok {
+		t.Fatalf("an allowlisted Computer reached the host's 127.0.0.1: %s", out)
+	}
+	// Its own loopback still works (the runtime MCP server is there).
+	if code, out := try(t, p, allowed, "serve and connect on its own loopback",
+		`command -v nc >/dev/null || exit 0; (echo own | timeout 3 nc -l -p 9099 -s 127.0.0.1 &) ; sleep 0.3; timeout 3 bash -c 'exec 3<>/dev/tcp/127.0.0.1/9099 && head -1 <&3'`); code != 0 {
+		t.Fatalf("own loopback: %s", out)
+	}
+}
