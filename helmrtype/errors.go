@@ -37,6 +37,7 @@ const (
 	CodeCleanupFailed         Code = "cleanup_failed"
 	CodeCancelled             Code = "cancelled"
 	CodeStoragePressure       Code = "storage_pressure"
+	CodeRateLimited           Code = "rate_limited"
 	CodeUnavailable           Code = "unavailable"
 	CodeInternal              Code = "internal"
 
@@ -138,6 +139,8 @@ func HTTPStatus(code Code) int {
 		return http.StatusServiceUnavailable
 	case CodeStoragePressure:
 		return http.StatusInsufficientStorage
+	case CodeRateLimited:
+		return http.StatusTooManyRequests
 	}
 	return http.StatusInternalServerError
 }

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/computer/local"
 	"github.com/helmr-go/helmr/internal/engine"
 	"github.com/helmr-go/helmr/internal/freezer"
@@ -339,6 +340,9 @@ func OpenStore(ctx context.Context, cfg Config) (store.Store, error) {
 
 // ready reports whether the store answers reads.
 func (cp *ControlPlane) ready() error {
+	if cp.Engine.StoragePressure() {
+		return helmrtype.Errorf(helmrtype.CodeStoragePressure, "the store's disk is below its free-space floor: new work is refused")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	return cp.Store.View(ctx, func(tx store.Tx) error {
@@ -361,8 +365,7 @@ func (cp *ControlPlane) Serve(ctx context.Context, ln net.Listener) error {
 	if cp.cfg.PublicURL == "" {
 		cp.Engine.SetPublicURL("http://" + ln.Addr().String())
 	}
-	cp.apiSrv = &http.Server{Handler: cp.Server, ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(cp.log.Handler(), slog.LevelDebug)}
+	cp.apiSrv = server.HTTPServer(cp.Server, slog.NewLogLogger(cp.log.Handler(), slog.LevelDebug))
 	errc := make(chan error, 1)
 	go func() { errc <- cp.apiSrv.Serve(ln) }()
 	select {

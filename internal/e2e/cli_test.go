@@ -71,6 +71,13 @@ type server struct {
 // startServer runs `helmr <args>` and waits until it listens.
 func startServer(t *testing.T, dataDir string, args ...string) *server {
 	t.Helper()
+	return startServerWith(t, dataDir, nil, nil, args...)
+}
+
+// startServerWith is startServer with extra environment variables and
+// inherited files (descriptors 3, 4, …).
+func startServerWith(t *testing.T, dataDir string, env []string, files []*os.File, args ...string) *server {
+	t.Helper()
 	addr := freeAddr(t)
 	keyFile := filepath.Join(dataDir, "api-key") // helmr dev keeps it there
 	if args[0] == "server" {
@@ -78,6 +85,7 @@ func startServer(t *testing.T, dataDir string, args ...string) *server {
 		args = append(args, "--api-key-file", keyFile)
 	}
 	cmd := exec.Command(helmrBinary(t), append(args, "--addr", addr, "--data-dir", dataDir)...)
+	cmd.Env, cmd.ExtraFiles = append(os.Environ(), env...), files
 	stdout, _ := cmd.StdoutPipe()
 	cmd.Stderr = cmd.Stdout
 	s := &server{cmd: cmd, url: "http://" + addr, out: &strings.Builder{}, done: make(chan struct{})}
@@ -266,28 +274,45 @@ func TestServerKilledWhileTurnsRun(t *testing.T) {
 
 func agentPIDs(dir string) []string {
 	entries, _ := os.ReadDir("/proc")
-	var out []string
+	var found []string
 	parents := map[string]string{}
 	for _, e := range entries {
-		// The binary's path is argv[0] unsandboxed, or an argument of the
-		// sandbox's processes (readlink of /proc/PID/exe is not permitted
-		// everywhere).
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && strings.Contains("\x00"+string(cmdline), "\x00"+dir+"/") {
-			b, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-			f := strings.Fields(string(b))
-			if len(f) > 3 && f[2] == "Z" {
-				continue
-			}
-			if len(f) > 3 {
-				parents[e.Name()] = f[3]
-			}
-			out = append(out, e.Name())
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		f := strings.Fields(string(b))
+		if err != nil || len(f) < 4 || f[2] == "Z" {
+			continue
+		}
+		parents[e.Name()] = f[3]
+		// Unsandboxed, the binary's path is argv[0]; in a sandbox, its
+		// bind mount's source is in the process's mountinfo (bubblewrap's
+		// command line holds no path: its arguments come by a pipe).
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		mounts, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "mountinfo"))
+		if strings.Contains("\x00"+string(cmdline), "\x00"+dir+"/") || strings.Contains(string(mounts), " "+dir+"/") {
+			found = append(found, e.Name())
 		}
 	}
-	// One per session process: the sandbox's inner processes (children of
-	// a listed one) are not counted again.
-	return slices.DeleteFunc(out, func(pid string) bool { _, child := parents[parents[pid]]; return child })
+	// One per session process: the sandbox's leader (bubblewrap, outside
+	// the sandbox, whose process group is the tree), not its inner
+	// processes.
+	set := map[string]bool{}
+	for _, pid := range found {
+		for {
+			pp := parents[pid]
+			comm, _ := os.ReadFile(filepath.Join("/proc", pp, "comm"))
+			if pp == "" || pp == "0" || (!slices.Contains(found, pp) && strings.TrimSpace(string(comm)) != "bwrap") {
+				break
+			}
+			pid = pp
+		}
+		set[pid] = true
+	}
+	out := make([]string, 0, len(set))
+	for pid := range set {
+		out = append(out, pid)
+	}
+	slices.Sort(out)
+	return out
 }
 
 func TestHelmrDevRedeploysOnChange(t *testing.T) {

@@ -76,6 +76,9 @@ func (e *Engine) CreateComputer(ctx context.Context, req helmrtype.ComputerCreat
 	if req.Template == "" {
 		return nil, false, invalid("template is required")
 	}
+	if err := e.admitting(); err != nil {
+		return nil, false, err
+	}
 	if len(req.Key) > 256 {
 		return nil, false, invalid("key is longer than 256 bytes")
 	}
@@ -355,6 +358,9 @@ func commandView(c *store.Command) helmrtype.CommandState {
 func (e *Engine) ExecCommand(ctx context.Context, computerID string, req helmrtype.CommandRequest) (_ *helmrtype.CommandState, replayed bool, _ error) {
 	if len(req.Command) == 0 || req.Command[0] == "" {
 		return nil, false, invalid("command is required: the program and its arguments")
+	}
+	if err := e.admitting(); err != nil {
+		return nil, false, err
 	}
 	cwd := req.Cwd
 	if cwd == "" {

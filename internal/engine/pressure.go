@@ -19,7 +19,11 @@ import (
 var errStoragePressure = &helmrtype.Error{Code: helmrtype.CodeStoragePressure,
 	Message: "the control plane's disk is nearly full; new work is refused until space is freed"}
 
-// admitting refuses new work under storage pressure.
+// StoragePressure reports whether the store's disk is below its floor.
+func (e *Engine) StoragePressure() bool { return e.pressure.Load() }
+
+// admitting refuses new work under storage pressure: Sessions, Turns,
+// Computers and Commands.
 func (e *Engine) admitting() error {
 	if e.pressure.Load() {
 		return errStoragePressure

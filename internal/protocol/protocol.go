@@ -20,7 +20,7 @@ const (
 	// EnvTokenFD names the descriptor from which the process reads its
 	// credential to the end (the control plane's launcher passes it so).
 	EnvTokenFD = "HELMR_SESSION_TOKEN_FD"
-	EnvAgent  = "HELMR_AGENT"          // the Agent this process serves
+	EnvAgent   = "HELMR_AGENT" // the Agent this process serves
 )
 
 // TokenFD is the descriptor the control plane's launcher gives a session

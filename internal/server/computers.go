@@ -102,6 +102,10 @@ func (s *Server) getCommand(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) cancelCommand(w http.ResponseWriter, r *http.Request) error {
+	// The body is empty or an empty object, like every control route's.
+	if err := decodeOptional(w, r, &struct{}{}); err != nil {
+		return err
+	}
 	c, err := s.eng.CancelCommand(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err

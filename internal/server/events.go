@@ -62,6 +62,10 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, id string, after
 	if !ok {
 		return fmt.Errorf("streaming unsupported")
 	}
+	// A stream outlives the server's write timeout: its heartbeats keep
+	// it alive, and a client that stops reading is cut off by the
+	// connection, not by a deadline.
+	http.NewResponseController(w).SetWriteDeadline(time.Time{})
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")

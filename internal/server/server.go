@@ -9,12 +9,15 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log"
 	"log/slog"
 	"net/http"
 	"os"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
@@ -31,6 +34,29 @@ const maxBinary = 512 << 20
 
 // maxWait caps one wait request; clients loop for longer waits.
 const maxWait = 60 * time.Second
+
+// Timeouts of the API's HTTP server (see HTTPServer).
+const (
+	// ReadTimeout bounds reading one request, body included.
+	ReadTimeout = 30 * time.Second
+	// WriteTimeout bounds one non-streaming response; it exceeds the
+	// longest wait a request may ask for. Event streams have none.
+	WriteTimeout = maxWait + 30*time.Second
+	// IdleTimeout closes a kept-alive connection with no request.
+	IdleTimeout = 2 * time.Minute
+	// UploadTimeout bounds reading a Deployment upload.
+	UploadTimeout = 10 * time.Minute
+	// MaxHeaderBytes bounds a request's header.
+	MaxHeaderBytes = 64 << 10
+)
+
+// HTTPServer returns the http.Server that serves h as the API: with read,
+// write and idle timeouts and a header size limit, so that idle or slow
+// clients cannot hold connections open.
+func HTTPServer(h http.Handler, errorLog *log.Logger) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: ReadTimeout,
+		WriteTimeout: WriteTimeout, IdleTimeout: IdleTimeout, MaxHeaderBytes: MaxHeaderBytes, ErrorLog: errorLog}
+}
 
 // Options configure New.
 type Options struct {
@@ -55,6 +81,8 @@ type Server struct {
 	// stopping is closed by Stop: event streams and waits end.
 	stopping chan struct{}
 	stopOnce sync.Once
+	// authFails limits failed authentication per client address.
+	authFails *failLimiter
 }
 
 // Stop ends open event streams and waits, so that a graceful shutdown does
@@ -66,13 +94,22 @@ func New(eng *engine.Engine, opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{eng: eng, log: opts.Logger, opts: opts, mux: http.NewServeMux(), stopping: make(chan struct{})}
+	s := &Server{eng: eng, log: opts.Logger, opts: opts, mux: http.NewServeMux(), stopping: make(chan struct{}),
+		authFails: newFailLimiter()}
 	s.routes()
 	return s
 }
 
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler. A /v1 path that is not in clean form
+// (.., //, a trailing dot segment) names no route: it gets the error
+// envelope rather than the router's plain-text redirect or 404.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p := r.URL.Path; (p == "/v1" || strings.HasPrefix(p, "/v1/")) && path.Clean(p) != strings.TrimSuffix(p, "/") {
+		s.writeError(w, r, helmrtype.Errorf(helmrtype.CodeNotFound, "no route %s %s", r.Method, p))
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
 type handler func(w http.ResponseWriter, r *http.Request) error
 
@@ -83,7 +120,11 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if s.opts.Ready != nil {
 			if err := s.opts.Ready(); err != nil {
-				s.writeError(w, r, &helmrtype.Error{Code: helmrtype.CodeUnavailable, Message: err.Error()})
+				var he *helmrtype.Error
+				if !errors.As(err, &he) {
+					he = &helmrtype.Error{Code: helmrtype.CodeUnavailable, Message: err.Error()}
+				}
+				s.writeError(w, r, he)
 				return
 			}
 		}
@@ -138,14 +179,21 @@ func (s *Server) routes() {
 // auth checks the API key of every /v1 request.
 func (s *Server) auth(h handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.authAllowed(w, r) {
+			return
+		}
 		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || tok == "" {
-			s.writeError(w, r, helmrtype.Errorf(helmrtype.CodeUnauthorized, "send an API key as Authorization: Bearer <key>"))
+			s.authFailed(w, r, helmrtype.Errorf(helmrtype.CodeUnauthorized, "send an API key as Authorization: Bearer <key>"))
 			return
 		}
 		k, err := s.eng.Authenticate(r.Context(), tok)
 		if err != nil {
-			s.writeError(w, r, err)
+			if helmrtype.CodeOf(err) == helmrtype.CodeUnauthorized {
+				s.authFailed(w, r, err)
+			} else {
+				s.writeError(w, r, err)
+			}
 			return
 		}
 		r = r.WithContext(context.WithValue(r.Context(), apiKeyCtx{}, k))
@@ -153,6 +201,23 @@ func (s *Server) auth(h handler) http.Handler {
 			s.writeError(w, r, err)
 		}
 	})
+}
+
+// authAllowed answers 429 to a client address that failed to
+// authenticate too often, and reports whether the request may go on.
+func (s *Server) authAllowed(w http.ResponseWriter, r *http.Request) bool {
+	ok, after := s.authFails.allowed(clientAddr(r))
+	if !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(after.Round(time.Second).Seconds()))))
+		s.writeError(w, r, helmrtype.Errorf(helmrtype.CodeRateLimited, "too many failed authentications from this address; retry later"))
+	}
+	return ok
+}
+
+// authFailed records a failed authentication and answers it.
+func (s *Server) authFailed(w http.ResponseWriter, r *http.Request, err error) {
+	s.authFails.failed(clientAddr(r))
+	s.writeError(w, r, err)
 }
 
 // createdStatus is 201 for a new resource and 200 for an idempotent replay.
@@ -173,6 +238,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var he *helmrtype.Error
 	switch {
 	case errors.As(err, &he):
+	case errors.Is(err, store.ErrNoSpace), errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		// A write that found the disk full: nothing was stored, and the
+		// client may retry once space is back.
+		s.log.Error("storage full", "method", r.Method, "path", r.URL.Path, "err", err)
+		he = &helmrtype.Error{Code: helmrtype.CodeStoragePressure, Message: "the control plane's disk is full; nothing was stored, retry once space is freed"}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		if r.Context().Err() != nil {
 			return // the client is gone
@@ -441,6 +511,11 @@ func (s *Server) createDeployment(w http.ResponseWriter, r *http.Request) error 
 	if s.opts.DeploymentsDir == "" {
 		return helmrtype.Errorf(helmrtype.CodeUnavailable, "this server takes no deployment uploads")
 	}
+	// An agent binary may take longer to send than the server's read
+	// timeout allows an ordinary request.
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(UploadTimeout))
+	rc.SetWriteDeadline(time.Now().Add(UploadTimeout + time.Minute))
 	r.Body = http.MaxBytesReader(w, r.Body, maxBinary+deploy.MaxSources)
 	mr, err := r.MultipartReader()
 	if err != nil {
@@ -536,8 +611,11 @@ func (s *Server) tokenAuth(h handler) http.Handler {
 			api.ServeHTTP(w, r)
 			return
 		}
+		if !s.authAllowed(w, r) {
+			return
+		}
 		if !s.eng.TokenSecretValid(r.Context(), r.PathValue("id"), tok) {
-			s.writeError(w, r, helmrtype.Errorf(helmrtype.CodeUnauthorized, "this credential does not complete this token"))
+			s.authFailed(w, r, helmrtype.Errorf(helmrtype.CodeUnauthorized, "this credential does not complete this token"))
 			return
 		}
 		if err := h(w, r); err != nil {

@@ -13,6 +13,10 @@ import (
 // ErrNotFound is returned by getters when no row matches.
 var ErrNotFound = errors.New("store: not found")
 
+// ErrNoSpace wraps the error of a write that failed because the store's
+// disk is full; nothing of it was stored.
+var ErrNoSpace = errors.New("store: no space left")
+
 // ErrDuplicate is returned when an insert collides with a unique key.
 var ErrDuplicate = errors.New("store: duplicate")
 

@@ -161,12 +161,22 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	t := newTx(c.Conn(), false)
 	defer s.release(ctx, c, t)
 	if err := runFn(fn, t); err != nil {
-		return err
+		return noSpace(err)
 	}
 	if err := t.commit(context.WithoutCancel(ctx)); err != nil {
-		return fmt.Errorf("pgstore: commit: %w", err)
+		return noSpace(fmt.Errorf("pgstore: commit: %w", err))
 	}
 	return nil
+}
+
+// noSpace marks the error of a write that found the database's disk full
+// (SQLSTATE 53100, disk_full).
+func noSpace(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "53100" && !errors.Is(err, store.ErrNoSpace) {
+		return fmt.Errorf("%w: %w", store.ErrNoSpace, err)
+	}
+	return err
 }
 
 // View runs fn in a READ ONLY, REPEATABLE READ transaction: every read of

@@ -202,7 +202,19 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) (err error)
 	}
 	// Once queued, the update runs to its outcome; waiting for it keeps the
 	// caller's view of what happened exact.
-	return <-req.err
+	return noSpace(<-req.err)
+}
+
+// sqliteFull is SQLite's primary result code for a full disk.
+const sqliteFull = 13
+
+// noSpace marks the error of a write that found the disk full.
+func noSpace(err error) error {
+	var se interface{ Code() int }
+	if err != nil && errors.As(err, &se) && se.Code()&0xff == sqliteFull && !errors.Is(err, store.ErrNoSpace) {
+		return fmt.Errorf("%w: %w", store.ErrNoSpace, err)
+	}
+	return err
 }
 
 func (s *Store) writeLoop() {

@@ -1,0 +1,227 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/controlplane"
+)
+
+// rawCall sends body as it is and returns the status and the decoded
+// error envelope (nil when the body is not one).
+func rawCall(t *testing.T, url, key, method, path, body string, header http.Header) (int, *helmrtype.Error, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(method, url+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	var env helmrtype.ErrorEnvelope
+	if json.Unmarshal(data, &env) != nil {
+		return resp.StatusCode, nil, resp.Header
+	}
+	return resp.StatusCode, env.Error, resp.Header
+}
+
+// TestStrictBodiesAndEnvelopes: a Command's cancel takes an empty body or
+// an empty object like every control route, and every /v1 error has the
+// envelope, a path with .. included.
+func TestStrictBodiesAndEnvelopes(t *testing.T) {
+	p := startPlane(t, "")
+	var c helmrtype.ComputerState
+	p.must("POST", "/v1/computers", helmrtype.ComputerCreateRequest{Template: "box"}, &c)
+	var cmd helmrtype.CommandState
+	p.must("POST", "/v1/computers/"+c.ID+"/commands", helmrtype.CommandRequest{Command: []string{"/bin/sleep", "30"}}, &cmd)
+	for _, body := range []string{"not json", `{"unknown": 1}`, `{} {}`} {
+		if st, e, _ := rawCall(t, p.url, p.key, "POST", "/v1/commands/"+cmd.ID+"/cancel", body, nil); st != 400 || e == nil || e.Code != helmrtype.CodeInvalidRequest {
+			t.Fatalf("cancel with body %q: %d %+v", body, st, e)
+		}
+	}
+	if st, e, _ := rawCall(t, p.url, p.key, "POST", "/v1/commands/"+cmd.ID+"/cancel", "{}", nil); st != 200 || e != nil {
+		t.Fatalf("cancel with {}: %d %+v", st, e)
+	}
+	for _, path := range []string{"/v1/sessions/../agents", "/v1/./agents", "/v1//agents", "/v1/sessions/x/.."} {
+		if st, e, _ := rawCall(t, p.url, p.key, "GET", path, "", nil); st != 404 || e == nil || e.Code != helmrtype.CodeNotFound {
+			t.Fatalf("GET %s: %d %+v", path, st, e)
+		}
+	}
+	// A header past the limit is refused.
+	big := http.Header{"X-Big": {strings.Repeat("x", 100<<10)}}
+	if st, _, _ := rawCall(t, p.url, p.key, "GET", "/v1/agents", "", big); st != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("a 100 KiB header: %d", st)
+	}
+}
+
+// TestFailedAuthenticationIsRateLimited: after a burst of failures an
+// address gets 429 rate_limited with the envelope and Retry-After, before
+// its credential is looked up.
+func TestFailedAuthenticationIsRateLimited(t *testing.T) {
+	p := startPlane(t, "")
+	limited := 0
+	var last *helmrtype.Error
+	var retry string
+	for i := 0; i < 40; i++ {
+		st, e, h := rawCall(t, p.url, "hlmr_wrong_key", "GET", "/v1/agents", "", nil)
+		switch st {
+		case 401:
+		case 429:
+			limited++
+			last, retry = e, h.Get("Retry-After")
+		default:
+			t.Fatalf("a wrong key: %d %+v", st, e)
+		}
+	}
+	if limited == 0 || last == nil || last.Code != helmrtype.CodeRateLimited || retry == "" {
+		t.Fatalf("40 wrong keys: %d limited, last %+v, Retry-After %q", limited, last, retry)
+	}
+	// A Token's public credential is limited the same way.
+	if st, e, _ := rawCall(t, p.url, "hlmr_tok_wrong", "POST", "/v1/tokens/x/complete", "{}", nil); st != 429 || e == nil {
+		t.Fatalf("a wrong Token credential from a limited address: %d %+v", st, e)
+	}
+}
+
+// TestDataFilesAreOwnerOnly: the data directory is 0700 and the database
+// 0600.
+func TestDataFilesAreOwnerOnly(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	p := startPlane(t, dir)
+	p.must("GET", "/v1/agents", nil, nil)
+	for path, want := range map[string]os.FileMode{dir: 0o700, filepath.Join(dir, "helmr.db"): 0o600, filepath.Join(dir, "helmr.db-wal"): 0o600} {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != want {
+			t.Fatalf("%s has mode %v, want %v", path, fi.Mode().Perm(), want)
+		}
+	}
+}
+
+// TestComputersUnderStoragePressure: below the free-space floor Computer
+// creation and Commands are refused with 507 like Sessions, and /readyz
+// says why.
+func TestComputersUnderStoragePressure(t *testing.T) {
+	var free atomic.Int64
+	free.Store(1 << 40)
+	p := startPlaneConfig(t, "127.0.0.1:0", controlplane.Config{MinFreeBytes: 1 << 30, FreeSpace: func(string) (uint64, error) { return uint64(free.Load()), nil }})
+	var c helmrtype.ComputerState
+	p.must("POST", "/v1/computers", helmrtype.ComputerCreateRequest{Template: "box"}, &c)
+	free.Store(1 << 20)
+	p.cp.CheckDisk(t.Context())
+	var he *helmrtype.Error
+	if err := p.call("POST", "/v1/computers", helmrtype.ComputerCreateRequest{Template: "box"}, nil); !errors.As(err, &he) || he.Code != helmrtype.CodeStoragePressure || he.Status != 507 {
+		t.Fatalf("create a Computer under pressure: %v", err)
+	}
+	if err := p.call("POST", "/v1/computers/"+c.ID+"/commands", helmrtype.CommandRequest{Command: []string{"/bin/true"}}, nil); !errors.As(err, &he) || he.Code != helmrtype.CodeStoragePressure || he.Status != 507 {
+		t.Fatalf("a Command under pressure: %v", err)
+	}
+	if st, e, _ := rawCall(t, p.url, "", "GET", "/readyz", "", nil); st != 507 || e == nil || e.Code != helmrtype.CodeStoragePressure {
+		t.Fatalf("/readyz under pressure: %d %+v", st, e)
+	}
+	free.Store(1 << 40)
+	p.cp.CheckDisk(t.Context())
+	if st, _, _ := rawCall(t, p.url, "", "GET", "/readyz", "", nil); st != 200 {
+		t.Fatalf("/readyz after pressure: %d", st)
+	}
+	p.must("POST", "/v1/computers/"+c.ID+"/commands", helmrtype.CommandRequest{Command: []string{"/bin/true"}}, nil)
+}
+
+// TestNothingOfTheServerReachesAComputer: a helmr server started with a
+// secret in its environment and an extra inherited descriptor: a Command
+// sees neither, and no host process's command line or environment holds
+// a session credential.
+func TestNothingOfTheServerReachesAComputer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs helmr server")
+	}
+	leak, err := os.CreateTemp(t.TempDir(), "inherited-*.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leak.Close()
+	const canary = "postgres://helmr:s3cret-canary@db/helmr"
+	data := t.TempDir()
+	s := startServerWith(t, data, []string{"HELMR_CANARY_URL=" + canary}, []*os.File{leak}, "server", "--log-level", "warn")
+	if out, errOut, code := s.cli(t, "deploy", "testdata/agents"); code != 0 {
+		t.Fatalf("deploy: %d %s %s", code, out, errOut)
+	}
+	var c helmrtype.ComputerState
+	if err := apiCall(s.url, s.key, "POST", "/v1/computers", helmrtype.ComputerCreateRequest{Template: "box"}, &c); err != nil {
+		t.Fatal(err)
+	}
+	var cmd helmrtype.CommandState
+	script := `echo leaked >&3; echo leaked >&4; ls -l /proc/self/fd /proc/1/fd; for e in /proc/[0-9]*/environ; do tr '\0' '\n' < $e; done`
+	if err := apiCall(s.url, s.key, "POST", "/v1/computers/"+c.ID+"/commands", helmrtype.CommandRequest{Command: []string{"/bin/bash", "-c", script}}, &cmd); err != nil {
+		t.Fatal(err)
+	}
+	var w helmrtype.CommandWaitResult
+	if err := apiCall(s.url, s.key, "GET", "/v1/commands/"+cmd.ID+"/wait?timeout=30s", nil, &w); err != nil {
+		t.Fatal(err)
+	}
+	var logs helmrtype.CommandLogPage
+	if err := apiCall(s.url, s.key, "GET", "/v1/commands/"+cmd.ID+"/logs", nil, &logs); err != nil {
+		t.Fatal(err)
+	}
+	var all bytes.Buffer
+	for _, l := range logs.Records {
+		all.Write(l.Data)
+	}
+	t.Logf("the Command saw:\n%s", all.String())
+	if strings.Contains(all.String(), "s3cret-canary") || strings.Contains(all.String(), leak.Name()) {
+		t.Fatalf("a Command saw the server's environment or descriptor:\n%s", all.String())
+	}
+	if b, _ := os.ReadFile(leak.Name()); len(b) > 0 {
+		t.Fatalf("a Command wrote to the server's inherited descriptor: %q", b)
+	}
+	// A session process runs; its credential is on no command line and in
+	// no environment on the host.
+	out, errOut, code := s.cli(t, "session", "create", "--agent", "echo", "--text", "hello", "--wait", "--json")
+	if code != 0 {
+		t.Fatalf("create: %d %s %s", code, out, errOut)
+	}
+	// The server's processes: itself and its descendants (other tests on
+	// this machine run control planes of their own).
+	ours := map[string]bool{strconv.Itoa(s.cmd.Process.Pid): true}
+	entries, _ := os.ReadDir("/proc")
+	for changed := true; changed; {
+		changed = false
+		for _, e := range entries {
+			b, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+			if f := strings.Fields(string(b)); len(f) > 3 && ours[f[3]] && !ours[e.Name()] {
+				ours[e.Name()], changed = true, true
+			}
+		}
+	}
+	if len(ours) < 3 {
+		t.Fatalf("the server has no session process: %v", ours)
+	}
+	for pid := range ours {
+		for _, f := range []string{"cmdline", "environ"} {
+			if b, err := os.ReadFile(filepath.Join("/proc", pid, f)); err == nil && bytes.Contains(b, []byte("hlmr_proc_")) {
+				t.Fatalf("process %s has a session credential in its %s: %q", pid, f, b)
+			}
+		}
+	}
+	t.Logf("checked the command lines and environments of %d processes of the server", len(ours))
+}

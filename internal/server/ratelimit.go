@@ -1,0 +1,97 @@
+package server
+
+import (
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Failed authentication is limited per client address: each address has
+// a bucket of authFailBurst failures that refills at one every
+// authFailRefill. An address whose bucket is empty is answered 429
+// rate_limited before its credential is looked up, so guessing keys costs
+// the store nothing. The address is the connection's peer: a header a
+// client sets (X-Forwarded-For) is not believed.
+const (
+	authFailBurst  = 20
+	authFailRefill = time.Second
+	// authFailMax bounds the addresses tracked; full buckets are dropped
+	// first.
+	authFailMax = 10000
+)
+
+type failLimiter struct {
+	mu      sync.Mutex
+	now     func() time.Time
+	buckets map[string]*failBucket
+}
+
+type failBucket struct {
+	tokens float64
+	at     time.Time
+}
+
+func newFailLimiter() *failLimiter {
+	return &failLimiter{now: time.Now, buckets: map[string]*failBucket{}}
+}
+
+// clientAddr is the address a request's connection came from.
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// level refills b to now and returns it.
+func (l *failLimiter) level(b *failBucket, now time.Time) float64 {
+	b.tokens = min(authFailBurst, b.tokens+now.Sub(b.at).Seconds()/authFailRefill.Seconds())
+	b.at = now
+	return b.tokens
+}
+
+// allowed reports whether addr may try a credential now, and when not,
+// how long until it may.
+func (l *failLimiter) allowed(addr string) (bool, time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.buckets[addr]
+	if b == nil {
+		return true, 0
+	}
+	if t := l.level(b, l.now()); t < 1 {
+		return false, time.Duration((1 - t) * float64(authFailRefill))
+	}
+	return true, 0
+}
+
+// failed records a failed authentication from addr.
+func (l *failLimiter) failed(addr string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	b := l.buckets[addr]
+	if b == nil {
+		if len(l.buckets) >= authFailMax {
+			for a, o := range l.buckets {
+				if l.level(o, now) >= authFailBurst {
+					delete(l.buckets, a)
+				}
+			}
+			if len(l.buckets) >= authFailMax {
+				// Every tracked address is failing: forget one at random
+				// (map order) rather than grow without bound.
+				for a := range l.buckets {
+					delete(l.buckets, a)
+					break
+				}
+			}
+		}
+		b = &failBucket{tokens: authFailBurst, at: now}
+		l.buckets[addr] = b
+	}
+	l.level(b, now)
+	b.tokens = max(0, b.tokens-1)
+}
