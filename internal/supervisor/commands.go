@@ -3,6 +3,7 @@ package supervisor
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"syscall"
@@ -204,7 +205,11 @@ func (s *Supervisor) runCommand(c store.Command, rc *runningCommand) {
 	var exit *int
 	switch {
 	case status == helmrtype.CommandExited && werr != nil:
+		// A provider's coded error (a disk limit) keeps its code.
 		status, why = helmrtype.CommandFailed, string(helmrtype.CodeInternal)+": "+werr.Error()
+		if he := (*helmrtype.Error)(nil); errors.As(werr, &he) {
+			why = he.Error()
+		}
 	case status == helmrtype.CommandExited:
 		exit = &code
 	}

@@ -556,6 +556,10 @@ func (s *Supervisor) exited(p *proc) {
 			msg = "the turn did not drain within the cleanup period; " + why
 		case running != "":
 			msg = why + " while the turn ran"
+			// A provider's coded error (a disk limit) keeps its code.
+			if he := (*helmrtype.Error)(nil); errors.As(p.process.Err(), &he) {
+				code, msg = he.Code, he.Message+" (while the turn ran)"
+			}
 		case retired != "":
 			code, msg = helmrtype.CodeCleanupFailed, retired
 		}

@@ -64,14 +64,14 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	syncMode := strings.ToUpper(opts.Synchronous)
+	if syncMode != "FULL" && syncMode != "NORMAL" {
+		return nil, fmt.Errorf("sqlitestore: synchronous must be FULL or NORMAL, not %q", opts.Synchronous)
+	}
 	// The database is readable by its owner alone; SQLite gives its
 	// journal files the database file's mode.
 	if err := ownerOnly(path); err != nil {
 		return nil, err
-	}
-	syncMode := strings.ToUpper(opts.Synchronous)
-	if syncMode != "FULL" && syncMode != "NORMAL" {
-		return nil, fmt.Errorf("sqlitestore: synchronous must be FULL or NORMAL, not %q", opts.Synchronous)
 	}
 	dsn := func(readOnly bool) string {
 		q := url.Values{}
