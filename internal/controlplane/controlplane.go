@@ -73,6 +73,9 @@ type Config struct {
 	// ReconnectWindow and ReattachWindow: see supervisor.Options.
 	ReconnectWindow time.Duration
 	ReattachWindow  time.Duration
+	// IdleTimeout closes an API connection kept alive with no request for
+	// this long (default server.IdleTimeout).
+	IdleTimeout time.Duration
 }
 
 // ControlPlane is a running control plane.
@@ -366,6 +369,9 @@ func (cp *ControlPlane) Serve(ctx context.Context, ln net.Listener) error {
 		cp.Engine.SetPublicURL("http://" + ln.Addr().String())
 	}
 	cp.apiSrv = server.HTTPServer(cp.Server, slog.NewLogLogger(cp.log.Handler(), slog.LevelDebug))
+	if cp.cfg.IdleTimeout > 0 {
+		cp.apiSrv.IdleTimeout = cp.cfg.IdleTimeout
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- cp.apiSrv.Serve(ln) }()
 	select {

@@ -1,17 +1,22 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/controlplane"
@@ -81,7 +86,7 @@ func TestFailedAuthenticationIsRateLimited(t *testing.T) {
 	limited := 0
 	var last *helmrtype.Error
 	var retry string
-	for i := 0; i < 40; i++ {
+	for i := 0; i < 80; i++ {
 		st, e, h := rawCall(t, p.url, "hlmr_wrong_key", "GET", "/v1/agents", "", nil)
 		switch st {
 		case 401:
@@ -93,7 +98,15 @@ func TestFailedAuthenticationIsRateLimited(t *testing.T) {
 		}
 	}
 	if limited == 0 || last == nil || last.Code != helmrtype.CodeRateLimited || retry == "" {
-		t.Fatalf("40 wrong keys: %d limited, last %+v, Retry-After %q", limited, last, retry)
+		t.Fatalf("80 wrong keys: %d limited, last %+v, Retry-After %q", limited, last, retry)
+	}
+	// No credential at all costs no store read and is not counted: it is
+	// 401 still, from a fresh plane's address too.
+	q := startPlane(t, "")
+	for i := 0; i < 80; i++ {
+		if st, e, _ := rawCall(t, q.url, "", "GET", "/v1/agents", "", nil); st != 401 || e == nil || e.Code != helmrtype.CodeUnauthorized {
+			t.Fatalf("request %d without a key: %d %+v", i, st, e)
+		}
 	}
 	// A Token's public credential is limited the same way.
 	if st, e, _ := rawCall(t, p.url, "hlmr_tok_wrong", "POST", "/v1/tokens/x/complete", "{}", nil); st != 429 || e == nil {
@@ -224,4 +237,85 @@ func TestNothingOfTheServerReachesAComputer(t *testing.T) {
 		}
 	}
 	t.Logf("checked the command lines and environments of %d processes of the server", len(ours))
+}
+
+// TestIdleConnectionsAreClosed: a connection kept alive after a request
+// (here one without a key) is closed once idle, and a connection that
+// sends nothing at all is closed too.
+func TestIdleConnectionsAreClosed(t *testing.T) {
+	p := startPlaneConfig(t, "127.0.0.1:0", controlplane.Config{IdleTimeout: 300 * time.Millisecond})
+	addr := strings.TrimPrefix(p.url, "http://")
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET /v1/agents HTTP/1.1\r\nHost: x\r\n\r\n")
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != 401 {
+		t.Fatalf("no key: %d", resp.StatusCode)
+	}
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := br.Read(make([]byte, 1)); err == nil || n > 0 {
+		t.Fatalf("an idle kept-alive connection stayed open: %d %v", n, err)
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatal("an idle kept-alive connection was not closed within 10 s")
+	}
+}
+
+// TestFullDiskAnswers507: with the data directory on a full filesystem
+// (a small tmpfs, filled), a write that cannot be stored answers 507
+// storage_pressure, never 500, and what was stored before stays.
+func TestFullDiskAnswers507(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounts a tmpfs: needs root")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=24m", "helmr-test-full", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs here: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	data := filepath.Join(dir, "data")
+	p := startPlaneConfig(t, "127.0.0.1:0", controlplane.Config{DataDir: data, MinFreeBytes: -1})
+	r := p.create("chat", text("hi"))
+	waitOutput(t, p, r.Session.ID, "listening")
+	// Fill the filesystem.
+	f, err := os.Create(filepath.Join(dir, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1<<20)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			break
+		}
+	}
+	f.Sync()
+	f.Close()
+	failed := 0
+	for i := 0; i < 200 && failed == 0; i++ {
+		big := text(strings.Repeat("x", 64<<10))
+		err := p.call("POST", "/v1/sessions/"+r.Session.ID+"/turns", helmrtype.EnqueueRequest{Input: big}, nil)
+		if err == nil {
+			continue
+		}
+		var he *helmrtype.Error
+		if !errors.As(err, &he) || he.Code != helmrtype.CodeStoragePressure || he.Status != 507 {
+			t.Fatalf("a write on a full disk: %v", err)
+		}
+		failed++
+	}
+	if failed == 0 {
+		t.Fatal("200 writes of 64 KiB on a full disk all succeeded")
+	}
+	// What was stored before is still there.
+	os.Remove(filepath.Join(dir, "filler"))
+	if s := p.session(r.Session.ID); s.ID != r.Session.ID {
+		t.Fatalf("the Session after a full disk: %+v", s)
+	}
 }

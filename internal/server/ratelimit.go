@@ -9,13 +9,15 @@ import (
 
 // Failed authentication is limited per client address: each address has
 // a bucket of authFailBurst failures that refills at one every
-// authFailRefill. An address whose bucket is empty is answered 429
-// rate_limited before its credential is looked up, so guessing keys costs
-// the store nothing. The address is the connection's peer: a header a
-// client sets (X-Forwarded-For) is not believed.
+// authFailRefill. A failure is a credential that matched nothing (it cost
+// a store read); a request with no credential costs nothing and is not
+// counted. An address whose bucket is empty is answered 429 rate_limited
+// before its credential is looked up, so guessing keys costs the store
+// nothing. The address is the connection's peer: a header a client sets
+// (X-Forwarded-For) is not believed.
 const (
-	authFailBurst  = 20
-	authFailRefill = time.Second
+	authFailBurst  = 50
+	authFailRefill = 200 * time.Millisecond
 	// authFailMax bounds the addresses tracked; full buckets are dropped
 	// first.
 	authFailMax = 10000

@@ -184,7 +184,7 @@ func (s *Server) auth(h handler) http.Handler {
 		}
 		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || tok == "" {
-			s.authFailed(w, r, helmrtype.Errorf(helmrtype.CodeUnauthorized, "send an API key as Authorization: Bearer <key>"))
+			s.writeError(w, r, helmrtype.Errorf(helmrtype.CodeUnauthorized, "send an API key as Authorization: Bearer <key>"))
 			return
 		}
 		k, err := s.eng.Authenticate(r.Context(), tok)
