@@ -146,20 +146,15 @@ func (l *limiter) apply(id string, r helmrtype.ResourcesManifest, pid int) error
 			return err
 		}
 	}
+	if err := l.setLimits(id, mem, r.CPU, r.ProcessLimit()); err != nil {
+		return err
+	}
 	dirs := []string{filepath.Join(l.pids, id)}
 	if !l.v2 && mem > 0 {
 		dirs = append(dirs, filepath.Join(l.mem, id))
 	}
 	if !l.v2 && r.CPU > 0 {
 		dirs = append(dirs, filepath.Join(l.cpu, id))
-	}
-	for _, d := range []string{filepath.Join(l.mem, id), filepath.Join(l.cpu, id), filepath.Join(l.pids, id)} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return err
-		}
-	}
-	if err := l.setLimits(id, mem, r.CPU, r.ProcessLimit()); err != nil {
-		return err
 	}
 	for _, d := range dirs {
 		if err := freezer.MoveGroup(context.Background(), filepath.Join(d, "cgroup.procs"), pid, pid); err != nil && !errors.Is(err, syscall.ESRCH) {
@@ -169,6 +164,9 @@ func (l *limiter) apply(id string, r helmrtype.ResourcesManifest, pid int) error
 	return nil
 }
 
+// setLimits creates the Computer's cgroups that limit something (on
+// cgroup v1: pids always, memory and cpu when set; on v2 the one group)
+// and writes their limits.
 func (l *limiter) setLimits(id string, mem int64, cpu float64, procs int) error {
 	write := func(file, v string) error {
 		if err := os.WriteFile(file, []byte(v), 0); err != nil {
@@ -176,12 +174,19 @@ func (l *limiter) setLimits(id string, mem int64, cpu float64, procs int) error 
 		}
 		return nil
 	}
+	mkdir := func(base string) (string, error) {
+		d := filepath.Join(base, id)
+		return d, os.MkdirAll(d, 0o755)
+	}
 	quota := "max"
 	if cpu > 0 {
 		quota = strconv.FormatInt(max(int64(cpu*cpuPeriod), 1000), 10)
 	}
 	if l.v2 {
-		d := filepath.Join(l.mem, id)
+		d, err := mkdir(l.mem)
+		if err != nil {
+			return err
+		}
 		m := "max"
 		if mem > 0 {
 			m = strconv.FormatInt(mem, 10)
@@ -198,39 +203,45 @@ func (l *limiter) setLimits(id string, mem int64, cpu float64, procs int) error 
 		}
 		return write(filepath.Join(d, "cpu.max"), quota+" "+strconv.Itoa(cpuPeriod))
 	}
-	if err := write(filepath.Join(l.pids, id, "pids.max"), strconv.Itoa(procs)); err != nil {
+	pd, err := mkdir(l.pids)
+	if err != nil {
 		return err
 	}
-	md, cd := filepath.Join(l.mem, id), filepath.Join(l.cpu, id)
-	m := "-1"
+	if err := write(filepath.Join(pd, "pids.max"), strconv.Itoa(procs)); err != nil {
+		return err
+	}
 	if mem > 0 {
-		m = strconv.FormatInt(mem, 10)
-	}
-	// memsw must stay ≥ the memory limit: order the writes accordingly.
-	memsw := filepath.Join(md, "memory.memsw.limit_in_bytes")
-	_, swapErr := os.Stat(memsw)
-	if swapErr == nil && mem > 0 {
+		md, err := mkdir(l.mem)
+		if err != nil {
+			return err
+		}
+		m := strconv.FormatInt(mem, 10)
+		// memsw must stay ≥ the memory limit: the memory limit first.
 		if err := write(filepath.Join(md, "memory.limit_in_bytes"), m); err != nil {
 			return err
 		}
-		if err := write(memsw, m); err != nil {
+		if memsw := filepath.Join(md, "memory.memsw.limit_in_bytes"); fileExists(memsw) {
+			if err := write(memsw, m); err != nil {
+				return err
+			}
+		}
+	}
+	if cpu > 0 {
+		cd, err := mkdir(l.cpu)
+		if err != nil {
 			return err
 		}
-	} else {
-		if swapErr == nil {
-			os.WriteFile(memsw, []byte("-1"), 0)
-		}
-		if err := write(filepath.Join(md, "memory.limit_in_bytes"), m); err != nil {
+		if err := write(filepath.Join(cd, "cpu.cfs_period_us"), strconv.Itoa(cpuPeriod)); err != nil {
 			return err
 		}
+		return write(filepath.Join(cd, "cpu.cfs_quota_us"), quota)
 	}
-	if cpu <= 0 {
-		quota = "-1"
-	}
-	if err := write(filepath.Join(cd, "cpu.cfs_period_us"), strconv.Itoa(cpuPeriod)); err != nil {
-		return err
-	}
-	return write(filepath.Join(cd, "cpu.cfs_quota_us"), quota)
+	return nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // cleanup removes the cgroups of Computers that have no process, and the
