@@ -1,10 +1,12 @@
 // Package local is the default Computer provider: each Computer is a
 // directory on this machine (its durable /workspace and /tmp), and its
 // processes run in bubblewrap sandboxes — new user, PID, mount, IPC, UTS and
-// (unless the Template asks for the network) network namespaces — over a
-// read-only root filesystem, with CPU and memory limits from cgroups. With
-// Unsafe, processes run as plain host processes instead; it is for hosts
-// that cannot sandbox, and only when the user asked for it.
+// network namespaces — over a read-only root filesystem, with CPU, memory,
+// process and disk limits. A Template that asks for the network gets a
+// namespace of its own connected by pasta behind a firewall (network.go),
+// never the host's. With Unsafe, processes run as plain host processes
+// instead; it is for hosts that cannot sandbox, and only when the user asked
+// for it.
 package local
 
 import (
@@ -440,9 +442,9 @@ func (pr *process) Signal(sig syscall.Signal) error {
 }
 
 // RunStep runs one image build step: argv in a sandbox whose root is the
-// writable directory root (the step's result), with the host's network
-// (builds fetch packages) and nothing else of the host. It implements
-// image.Runner.
+// writable directory root (the step's result), with outbound network
+// access as a Computer with Network has (builds fetch packages) and
+// nothing else of the host. It implements image.Runner.
 func (p *Provider) RunStep(ctx context.Context, root string, argv, env []string, workdir, user string) error {
 	if p.kind == KindUnsafe {
 		return errors.New("local: image build steps need a sandbox (bubblewrap); this host runs unsandboxed")
