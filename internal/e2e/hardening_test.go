@@ -100,6 +100,10 @@ func TestFailedAuthenticationIsRateLimited(t *testing.T) {
 	if limited == 0 || last == nil || last.Code != helmrtype.CodeRateLimited || retry == "" {
 		t.Fatalf("80 wrong keys: %d limited, last %+v, Retry-After %q", limited, last, retry)
 	}
+	// A Token's public credential is limited the same way.
+	if st, e, _ := rawCall(t, p.url, "hlmr_tok_wrong", "POST", "/v1/tokens/x/complete", "{}", nil); st != 429 || e == nil {
+		t.Fatalf("a wrong Token credential from a limited address: %d %+v", st, e)
+	}
 	// No credential at all costs no store read and is not counted: it is
 	// 401 still, from a fresh plane's address too.
 	q := startPlane(t, "")
@@ -107,10 +111,6 @@ func TestFailedAuthenticationIsRateLimited(t *testing.T) {
 		if st, e, _ := rawCall(t, q.url, "", "GET", "/v1/agents", "", nil); st != 401 || e == nil || e.Code != helmrtype.CodeUnauthorized {
 			t.Fatalf("request %d without a key: %d %+v", i, st, e)
 		}
-	}
-	// A Token's public credential is limited the same way.
-	if st, e, _ := rawCall(t, p.url, "hlmr_tok_wrong", "POST", "/v1/tokens/x/complete", "{}", nil); st != 429 || e == nil {
-		t.Fatalf("a wrong Token credential from a limited address: %d %+v", st, e)
 	}
 }
 

@@ -13,7 +13,8 @@ import (
 // a store read); a request with no credential costs nothing and is not
 // counted. An address whose bucket is empty is answered 429 rate_limited
 // before its credential is looked up, so guessing keys costs the store
-// nothing. The address is the connection's peer: a header a client sets
+// nothing, and the refused attempt empties the bucket again: an address
+// that keeps trying stays refused until it waits. The address is the connection's peer: a header a client sets
 // (X-Forwarded-For) is not believed.
 const (
 	authFailBurst  = 50
@@ -64,7 +65,10 @@ func (l *failLimiter) allowed(addr string) (bool, time.Duration) {
 		return true, 0
 	}
 	if t := l.level(b, l.now()); t < 1 {
-		return false, time.Duration((1 - t) * float64(authFailRefill))
+		// A refused attempt counts too: an address that keeps trying
+		// stays refused until it waits.
+		b.tokens = 0
+		return false, time.Duration(float64(authFailRefill))
 	}
 	return true, 0
 }
