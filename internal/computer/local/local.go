@@ -469,7 +469,13 @@ func (p *Provider) RunStep(ctx context.Context, root string, argv, env []string,
 	}
 	args = append(args, "--chdir", workdir, "--")
 	args = append(args, argv...)
-	cmd, sb, err := p.sandboxed(args, nil, true)
+	// Without pasta or nft a step runs with no network at all (a step
+	// that fetches fails and says why), never with the host's.
+	network := p.net.why == ""
+	if !network {
+		p.log.Warn("an image build step runs without network", "reason", p.net.why)
+	}
+	cmd, sb, err := p.sandboxed(args, nil, network)
 	if err != nil {
 		return err
 	}
