@@ -319,3 +319,30 @@ func TestFullDiskAnswers507(t *testing.T) {
 		t.Fatalf("the Session after a full disk: %+v", s)
 	}
 }
+
+// TestDiskLimitStopsCommandsAndTurns: a Template's Resources.Disk stops a
+// Command and a Turn that write past it, each with a limit_exceeded
+// error, and nothing else of the host fills.
+func TestDiskLimitStopsCommandsAndTurns(t *testing.T) {
+	p := startPlane(t, "")
+	var c helmrtype.ComputerState
+	p.must("POST", "/v1/computers", helmrtype.ComputerCreateRequest{Template: "tight"}, &c)
+	var cmd helmrtype.CommandState
+	p.must("POST", "/v1/computers/"+c.ID+"/commands", helmrtype.CommandRequest{
+		Command: []string{"/bin/bash", "-c", "for i in $(seq 64); do head -c 1048576 /dev/zero > /workspace/f$i; sleep 0.1; done"}}, &cmd)
+	var w helmrtype.CommandWaitResult
+	p.must("GET", "/v1/commands/"+cmd.ID+"/wait?timeout=30s", nil, &w)
+	var got helmrtype.CommandState
+	p.must("GET", "/v1/commands/"+cmd.ID, nil, &got)
+	if got.Status != helmrtype.CommandFailed || got.Error == nil || got.Error.Code != helmrtype.CodeLimitExceeded {
+		t.Fatalf("a Command past its disk limit: %+v", got)
+	}
+	t.Logf("the Command: %s: %s", got.Status, got.Error.Message)
+
+	r := p.create("tight", text("go"))
+	o := p.wait(r.Session.ID, r.Turn.ID)
+	if o.Status != helmrtype.TurnFailed || o.Error == nil || o.Error.Code != helmrtype.CodeLimitExceeded {
+		t.Fatalf("a Turn past its disk limit: %+v", o)
+	}
+	t.Logf("the Turn: %s: %s", o.Status, o.Error.Message)
+}

@@ -1,14 +1,20 @@
 package local
 
 import (
+	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
+	"golang.org/x/sys/unix"
 )
 
 // Disk limits. A Computer whose Template sets Resources.Disk has the size
@@ -16,8 +22,9 @@ import (
 // less often when a walk takes long); once past the limit, its processes
 // are killed and each ends with a limit_exceeded error, and a new process
 // is refused until files are removed. Plain directories have no quota on
-// this provider, so a burst between two measurements can pass the limit
-// briefly; the host's free-space floor still holds the store.
+// this provider, so many files written between two measurements can pass
+// the limit briefly; no single file can, since the sandbox's processes
+// get the limit as RLIMIT_FSIZE before they run.
 
 // diskInterval is the shortest time between two measurements.
 const diskInterval = 2 * time.Second
@@ -149,4 +156,28 @@ func (w *diskWatch) loop(id, limit string, c *diskComputer) {
 		w.mu.Unlock()
 		w.log.Warn("a Computer passed its disk limit; its processes were stopped", "computer", id, "limit", limit)
 	}
+}
+
+// limitFileSize sets RLIMIT_FSIZE of the process tree led by pid (a
+// sandbox waiting on its block descriptor) to limit bytes.
+func limitFileSize(pid int, limit string) error {
+	n, err := helmrtype.ParseMemory(limit)
+	if err != nil {
+		return err
+	}
+	rl := unix.Rlimit{Cur: uint64(n), Max: uint64(n)}
+	for todo := []int{pid}; len(todo) > 0; {
+		p := todo[0]
+		todo = todo[1:]
+		if err := unix.Prlimit(p, unix.RLIMIT_FSIZE, &rl, nil); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("local: file size limit of %d: %w", p, err)
+		}
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", p, p))
+		for _, f := range strings.Fields(string(b)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				todo = append(todo, c)
+			}
+		}
+	}
+	return nil
 }

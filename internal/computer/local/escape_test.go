@@ -300,6 +300,13 @@ func TestEscape(t *testing.T) {
 		if err == nil || helmrtype.CodeOf(err) != helmrtype.CodeLimitExceeded || strings.Contains(out.String(), "finished") {
 			t.Fatalf("want a limit_exceeded error, got exit %d, %v", code, err)
 		}
+		// One file cannot pass the limit even between two measurements.
+		big := newComputer(t, p, "escape-fsize", func(s *computer.Spec) { s.Resources = helmrtype.ResourcesManifest{Disk: "8MiB"} })
+		try(t, p, big, "write one 64 MiB file under a disk limit of 8MiB", `head -c 67108864 /dev/zero > /workspace/big; echo exit=$?; stat -c %s /workspace/big`)
+		ws, _ := p.Workspace("escape-fsize")
+		if fi, err := os.Stat(filepath.Join(ws, "big")); err != nil || fi.Size() > 8<<20 {
+			t.Fatalf("one file under a disk limit of 8MiB: %v %v", fi.Size(), err)
+		}
 		// A new process is refused until files are removed.
 		if _, err := p.Start(context.Background(), s, computer.ProcessSpec{Argv: []string{"/bin/true"}}); helmrtype.CodeOf(err) != helmrtype.CodeLimitExceeded {
 			t.Fatalf("a process started on a Computer past its disk limit: %v", err)

@@ -325,6 +325,11 @@ func (p *Provider) Start(ctx context.Context, spec computer.Spec, ps computer.Pr
 	if err := p.limits.apply(spec.ID, spec.Resources, cmd.Process.Pid); err != nil {
 		return fail(fmt.Errorf("local: resource limits: %w", err))
 	}
+	if spec.Resources.Disk != "" && sb != nil {
+		if err := limitFileSize(cmd.Process.Pid, spec.Resources.Disk); err != nil {
+			return fail(err)
+		}
+	}
 	// Only now does the sandbox run the command (it waited on its block
 	// descriptor): everything it starts is inside its limits.
 	if err := sb.release(); err != nil {

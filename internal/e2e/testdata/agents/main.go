@@ -255,6 +255,23 @@ var badinit = helmr.Agent(helmr.AgentSpec[text, any, struct{}]{ID: "badinit", Te
 		return nil, nil
 	}})
 
+// tight's Computers have a disk limit of 4 MiB and at most 64 processes:
+// its Turn writes 1 MiB a tenth of a second until stopped.
+var tight = helmr.Agent(helmr.AgentSpec[text, any, struct{}]{ID: "tight",
+	Template: helmr.Template(helmr.TemplateSpec{ID: "tight", Image: helmr.Image("tight").FromHost(),
+		Resources: helmr.Resources{Disk: "4MiB", Processes: 64}}),
+	Turn: func(ctx context.Context, t *helmr.Turn[text], ac *helmr.AgentContext[struct{}]) (any, error) {
+		t.Output.Write(ctx, "filling")
+		chunk := make([]byte, 1<<20)
+		for i := 0; ctx.Err() == nil && i < 64; i++ {
+			if err := os.WriteFile(fmt.Sprintf("/workspace/fill-%d", i), chunk, 0o600); err != nil {
+				return nil, err
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		return "filled", nil
+	}})
+
 func main() {
-	helmr.Main(echo, typed, limits, chat, slow, deadline, badinit, waiter, counter, sleepy, driver, limited, worker, files, colocated, unreachable)
+	helmr.Main(echo, typed, limits, chat, slow, deadline, badinit, waiter, counter, sleepy, driver, limited, worker, files, colocated, unreachable, tight)
 }
