@@ -424,3 +424,15 @@ class ActorLoop {
 }
 
 export type { TurnStart }
+
+/** Collects the exported Agent definitions of modules (each once, in order); the bundle's entry uses it. */
+export function collectAgents(modules: ReadonlyArray<Record<string, unknown>>): AgentDefinition[] {
+  const out: AgentDefinition[] = []
+  const seen = new Set<unknown>()
+  for (const m of modules) {
+    for (const v of Object.values(m)) {
+      if (isAgentDefinition(v) && !seen.has(v)) { seen.add(v); out.push(v) }
+    }
+  }
+  return out
+}
