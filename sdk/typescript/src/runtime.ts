@@ -209,8 +209,8 @@ async function serveInner(conn: Connection, agentId: string, defs: readonly Agen
         process.stderr.write("helmr: connection to the control plane lost\n")
         return exitCodes.error
       }
-      const t = starts.shift()
-      if (t && !running) {
+      const t = running ? undefined : starts.shift()
+      if (t) {
         running = (async () => {
           const exit = await runTurn(t, def, ctx, actorLoop)
           settledAck.add(t.id)

@@ -216,9 +216,9 @@ export class HelmrClient {
     get: (id: string, options?: T.RequestOptions) => this.request<T.Deployment>("GET", `/v1/deployments/${enc(id)}`, { ...options }),
     create: (upload: { binary: Uint8Array; manifest?: string; sources?: Uint8Array }, options?: T.RequestOptions) => {
       const form = new FormData()
-      form.append("binary", new Blob([upload.binary]), "agent")
+      form.append("binary", new Blob([upload.binary as Uint8Array<ArrayBuffer>]), "agent")
       if (upload.manifest !== undefined) form.append("manifest", new Blob([upload.manifest], { type: "application/json" }), "manifest.json")
-      if (upload.sources) form.append("sources", new Blob([upload.sources], { type: "application/x-tar" }), "sources.tar")
+      if (upload.sources) form.append("sources", new Blob([upload.sources as Uint8Array<ArrayBuffer>], { type: "application/x-tar" }), "sources.tar")
       return this.request<T.Deployment>("POST", "/v1/deployments", { ...options, body: form })
     },
   }
