@@ -99,7 +99,8 @@ export interface AgentContract<Id extends string = string, I = unknown, R = unkn
 }
 
 /** A frozen Agent definition (`kind: "agent"`). Use `typeof yourAgent` with typed client calls. */
-export interface AgentDefinition<Id extends string = string, I = unknown, R = unknown, S = unknown> extends AgentContract<Id, I, R> {
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- S is contravariant in turn(); any lets every definition be an AgentDefinition
+export interface AgentDefinition<Id extends string = string, I = unknown, R = unknown, S = any> extends AgentContract<Id, I, R> {
   readonly kind: "agent"
   readonly template: Template
   readonly runtimeMcp?: RuntimeMcpPolicy

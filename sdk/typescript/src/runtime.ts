@@ -436,3 +436,4 @@ export function collectAgents(modules: ReadonlyArray<Record<string, unknown>>): 
   }
   return out
 }
+export { buildManifest } from "./manifest.js"
