@@ -320,6 +320,7 @@ export class TurnRuntime {
 
   async ask(q: Question, options: { signal?: AbortSignal; idleTimeout?: string } = {}): Promise<AskAnswer<unknown>> {
     const question = checkQuestion(q)
+    if (this.closed) throw new HelmrError("turn_settled", "the turn's handler has returned; no question is admitted")
     const id = uuidv7()
     await this.op({ type: "ask", ask: { id, question } })
     const w: Record<string, unknown> = { kind: "ask", target_id: id }

@@ -124,3 +124,33 @@ test("HelmrError carries code, message and details", () => {
   assert.equal(e.message, "limit_exceeded: too big")
   assert.deepEqual(e.toBody(), { code: "limit_exceeded", message: "too big", details: { used: 1 } })
 })
+
+test("the session credential: read from the fd in HELMR_SESSION_TOKEN_FD (then closed), else HELMR_SESSION_TOKEN; both removed", async () => {
+  const { takeSessionToken } = await import("@helmr/sdk/runtime")
+  const file = path.join(fs.mkdtempSync(path.join((await import("node:os")).tmpdir(), "tok-")), "t")
+  fs.writeFileSync(file, "hlmr_proc_abc\n")
+  const fd = fs.openSync(file, "r")
+  const env: NodeJS.ProcessEnv = { HELMR_SESSION_TOKEN_FD: String(fd), HELMR_SESSION_TOKEN: "ignored", OTHER: "1" }
+  assert.equal(takeSessionToken(env), "hlmr_proc_abc")
+  assert.deepEqual(env, { OTHER: "1" })
+  assert.throws(() => fs.fstatSync(fd), /EBADF/, "the fd is closed")
+  const env2: NodeJS.ProcessEnv = { HELMR_SESSION_TOKEN: " hlmr_proc_def " }
+  assert.equal(takeSessionToken(env2), "hlmr_proc_def")
+  assert.deepEqual(env2, {})
+  assert.throws(() => takeSessionToken({ HELMR_SESSION_TOKEN_FD: "x" }), /not a file descriptor/)
+})
+
+test("content rules: string shorthand, part checks and limits with their codes", async () => {
+  const { toContent, checkContentSize, parseInputContent } = await import("../src/content.js")
+  assert.deepEqual(toContent("hi"), [{ type: "text", text: "hi" }])
+  assert.deepEqual(toContent([]), [])
+  const code = (fn: () => unknown) => { try { fn(); return "none" } catch (e) { return (e as HelmrError).code } }
+  assert.equal(code(() => toContent(Array.from({ length: 65 }, () => ({ type: "text", text: "" })))), "limit_exceeded")
+  assert.equal(code(() => toContent([{ type: "file", path: "/x" }])), "output_invalid")
+  assert.equal(code(() => toContent([{ type: "json", value: NaN }])), "output_invalid")
+  assert.equal(code(() => toContent([{ type: "json", value: { a: 1n } }])), "output_invalid")
+  assert.equal(code(() => toContent(null)), "output_invalid")
+  assert.equal(code(() => checkContentSize(toContent("x".repeat(256 << 10)), "output")), "limit_exceeded")
+  assert.equal(code(() => parseInputContent([{ type: "json", value: 1 }])), "input_invalid")
+  assert.equal(code(() => parseInputContent("hi")), "input_invalid")
+})
