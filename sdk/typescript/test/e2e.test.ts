@@ -185,6 +185,8 @@ describe("end to end", { skip: bin ? false : "HELMR_BIN is not set" }, () => {
 
 test("the ts-quickstart reviewer, bundled from its package, runs a Turn through the protocol", async () => {
   const dir = path.join(root, "..", "..", "examples", "ts-quickstart")
+  // What helmr dev does on a fresh clone: npm ci when node_modules is absent.
+  if (!fs.existsSync(path.join(dir, "node_modules"))) await run("npm", ["ci", "--no-audit", "--no-fund"], { cwd: dir })
   const out = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "helmr-rev-")), "reviewer.mjs")
   await bundle(dir, out)
   const s = new FakeServer()
