@@ -17,10 +17,12 @@ import { bundle } from "@helmr/sdk/testing"
 import * as path from "node:path"
 import * as os from "node:os"
 
-const bin = process.env.HELMR_BIN
+import { spawnSync } from "node:child_process"
+// HELMR_BIN, else helmr on PATH; without either the end-to-end suite is skipped.
+const bin = process.env.HELMR_BIN || (spawnSync("helmr", ["--help"]).status === 0 ? "helmr" : undefined)
 const run = promisify(execFile)
 
-describe("end to end", { skip: bin ? false : "HELMR_BIN is not set" }, () => {
+describe("end to end", { skip: bin ? false : "no helmr binary: set HELMR_BIN (go build -o /tmp/helmr ./cmd/helmr)" }, () => {
   let h: Helmr
   before(async () => {
     linkFixture()
