@@ -13,6 +13,7 @@ import { McpRuntime } from "./mcp.js"
 import { Connection, dial, manifestFlag } from "./protocol.js"
 import type { Msg, TurnStart, Welcome } from "./protocol.js"
 import { parseDuration } from "./duration.js"
+import { installLoopbackDispatcher } from "./dispatcher.js"
 import { validate } from "./schema.js"
 import { TurnRuntime, causes, cleanupPeriodMs, currentTurn } from "./turn.js"
 import type { SessionInfo, Turn } from "./turn.js"
@@ -81,6 +82,7 @@ export async function serveFromEnv(defs: readonly AgentDefinition[]): Promise<nu
   if (process.env.HELMR_RECONNECT_WINDOW) {
     try { windowMs = parseDuration(process.env.HELMR_RECONNECT_WINDOW) } catch { /* keep the default */ }
   }
+  installLoopbackDispatcher()
   const ws = await dial(socket, token)
   const conn = new Connection(ws, () => dial(socket, token), windowMs)
   return serve(conn, agentId, defs)

@@ -33,13 +33,13 @@ describe("end to end", { skip: bin ? false : "no helmr binary: set HELMR_BIN (go
   const textOf = (evs: readonly SessionEvent[]) => evs.filter((e) => e.kind === "turn.output").map((e) => ((e.data.content as Array<{ text?: string }>)[0]?.text ?? "")).join("|")
 
   test("the Deployment lists every exported agent; agents.get shows input kinds and schemas", async () => {
-    assert.deepEqual([...h.deployment.agents].sort(), ["asker", "brittle", "counter", "echo", "failer", "messenger", "planner", "sleeper", "stubborn", "tokener", "worker"])
+    assert.deepEqual([...h.deployment.agents].sort(), ["asker", "brittle", "counter", "echo", "failer", "fetcher", "messenger", "planner", "sleeper", "stubborn", "tokener", "worker"])
     assert.equal((h.deployment.manifest as { sdk: string }).sdk, "typescript")
     const w = await h.client.agents.get("worker")
     assert.equal(w.inputKind, "json")
     assert.equal((w.inputSchema as { type: string }).type, "object")
     const page = await h.client.agents.list({ limit: 100 })
-    assert.equal(page.items.length, 11)
+    assert.equal(page.items.length, 12)
   })
 
   test("typed invocation: create<typeof worker>, turn.wait(), a zod async transform; input_invalid and result_invalid", async () => {

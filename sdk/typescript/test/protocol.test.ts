@@ -295,4 +295,14 @@ test("an Actor: one run loop receives the Turns; receive() is null on shutdown",
   assert.equal(await s.exit, 0)
 }))
 
-after(() => {})
+test("fetch() to loopback goes through a dispatcher without header and body timeouts", () => withServer(async (s) => {
+  s.start(bundlePath, "fetcher")
+  const { peer } = await s.handshake()
+  await peer.type("ready")
+  peer.send(turnStart("t-1", []))
+  const st = await peer.type("turn.settle")
+  assert.deepEqual(st.result, { body: "slow ok", headersTimeout: 0, bodyTimeout: 0 })
+  peer.send({ type: "ack", turn_id: "t-1", op: st.op })
+  peer.send({ type: "shutdown" })
+  assert.equal(await s.exit, 0)
+}))

@@ -154,3 +154,9 @@ test("content rules: string shorthand, part checks and limits with their codes",
   assert.equal(code(() => parseInputContent([{ type: "json", value: 1 }])), "input_invalid")
   assert.equal(code(() => parseInputContent("hi")), "input_invalid")
 })
+
+test("loopback origins", async () => {
+  const { isLoopbackOrigin } = await import("../src/dispatcher.js")
+  for (const o of ["http://127.0.0.1:8080", "http://localhost", "http://[::1]:3000", "https://127.1.2.3", "http://api.localhost"]) assert.ok(isLoopbackOrigin(o), o)
+  for (const o of ["http://10.0.0.1", "https://example.com", "http://127.0.0.1.example.com", undefined, "not a url"]) assert.ok(!isLoopbackOrigin(o), String(o))
+})
