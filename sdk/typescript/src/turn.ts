@@ -296,6 +296,9 @@ export class TurnRuntime {
     try {
       await this.op({ type: "wait.start", wait })
       const ended = new Promise<never>((_, reject) => {
+        // A cancel may have come in the same read as the ack: it already fired.
+        const already = aborted()
+        if (already) return reject(already.reason)
         for (const s of signals) {
           const f = () => reject(s.reason)
           s.addEventListener("abort", f, { once: true })

@@ -241,6 +241,25 @@ test("reconnect: hello carries resume, unacknowledged ops are replayed in op ord
   assert.equal(await s.exit, 0)
 }))
 
+test("a cancel right behind a wait's ack withdraws the wait (wait.cancel) and the Turn settles interrupted", () => withServer(async (s) => {
+  s.start(bundlePath, "sleeper")
+  const { peer } = await s.handshake()
+  await peer.type("ready")
+  peer.send(turnStart("t-1", text("1h")))
+  const w = await peer.type("wait.start")
+  // Both in one write: the cancel arrives in the same read as the ack.
+  peer.ws.send(JSON.stringify({ type: "ack", turn_id: "t-1", op: w.op }))
+  peer.ws.send(JSON.stringify({ type: "cancel", turn_id: "t-1", reason: "interrupted" }))
+  const c = await peer.type("wait.cancel")
+  assert.deepEqual([c.op, c.wait_id], [2, w.wait.id])
+  peer.send({ type: "ack", turn_id: "t-1", op: c.op })
+  const st = await peer.type("turn.settle")
+  assert.deepEqual([st.status, st.error.code], ["interrupted", "interrupted"], st.error.message)
+  peer.send({ type: "ack", turn_id: "t-1", op: st.op })
+  peer.send({ type: "shutdown" })
+  assert.equal(await s.exit, 0)
+}))
+
 test("a close with 1008 is final: the process exits 1", () => withServer(async (s) => {
   s.start(bundlePath, "echo")
   const { peer } = await s.handshake()
