@@ -1,5 +1,5 @@
 /** `HelmrClient`: the REST API (docs/api.md) with the spec's names. */
-import type { AgentContract, AgentInput } from "../agent.js"
+import type { AgentContract, AgentInput, AgentResult } from "../agent.js"
 import type { InputContent, JsonValue } from "../content.js"
 import { parseDuration } from "../duration.js"
 import { HelmrError } from "../errors.js"
@@ -248,7 +248,7 @@ export class SessionRef<A extends AgentContract = AgentContract<string, JsonValu
     ref: (id: string): T.TurnRefLike<A> => new TurnRef<A>(this.client, this.id, id),
     list: async (query: { cursor?: string; limit?: number } = {}, options?: T.RequestOptions) => {
       const p = await this.client.request<{ turns: T.TurnState[]; nextCursor?: string }>("GET", `${this.path}/turns`, { ...options, query })
-      return (p.nextCursor ? { items: p.turns, nextCursor: p.nextCursor } : { items: p.turns }) as never
+      return (p.nextCursor ? { items: p.turns, nextCursor: p.nextCursor } : { items: p.turns }) as T.CursorPage<T.TurnState<AgentInput<A>, AgentResult<A>>>
     },
   }
 
@@ -279,11 +279,11 @@ export class TurnRef<A extends AgentContract = AgentContract<string, JsonValue, 
   constructor(private readonly client: HelmrClient, readonly sessionId: string, readonly id: string) {}
   private get path() { return `/v1/sessions/${enc(this.sessionId)}/turns/${enc(this.id)}` }
 
-  get(options?: T.RequestOptions) { return this.client.request<T.TurnState<AgentInput<A>, never>>("GET", this.path, { ...options }) as Promise<never> }
+  get(options?: T.RequestOptions): Promise<T.TurnState<AgentInput<A>, AgentResult<A>>> { return this.client.request("GET", this.path, { ...options }) }
 
   /** Waits until the Turn settles; with `timeout`, at most that long (a timeout never cancels the Turn). */
-  wait(options?: { signal?: AbortSignal; timeout?: undefined }): Promise<T.TurnOutcome<never>>
-  wait(options: { timeout: string | number; signal?: AbortSignal }): Promise<T.TimedTurnWaitResult<never>>
+  wait(options?: { signal?: AbortSignal; timeout?: undefined }): Promise<T.TurnOutcome<AgentResult<A>>>
+  wait(options: { timeout: string | number; signal?: AbortSignal }): Promise<T.TimedTurnWaitResult<AgentResult<A>>>
   async wait(options: { timeout?: string | number; signal?: AbortSignal } = {}): Promise<unknown> {
     const deadline = options.timeout === undefined ? undefined : Date.now() + timeoutMs(options.timeout)
     let failures = 0
