@@ -11,7 +11,7 @@ import { HelmrError, codeOf } from "./errors.js"
 import { buildManifest } from "./manifest.js"
 import { McpRuntime } from "./mcp.js"
 import { Connection, dial, manifestFlag } from "./protocol.js"
-import type { Msg, TurnStart, Welcome } from "./protocol.js"
+import type { Msg, Welcome } from "./protocol.js"
 import { parseDuration } from "./duration.js"
 import { installLoopbackDispatcher } from "./dispatcher.js"
 import { validate } from "./schema.js"
@@ -280,7 +280,7 @@ async function runTurn(t: TurnRuntime, def: AgentDefinition, ctx: AgentContext<u
     try {
       const input = await turnInput(def, t.start.input)
       const turn = t.handle(input)
-      const value = actorLoop ? await actorLoop.deliver(turn, t) : await def.turn!(turn, ctx)
+      const value = actorLoop ? await actorLoop.deliver(turn) : await def.turn!(turn, ctx)
       return { ok: true as const, result: await encodeResult(def, value) }
     } catch (err) {
       return { ok: false as const, err }
@@ -396,7 +396,7 @@ class ActorLoop {
   }
 
   /** Hands a Turn to the loop and resolves with the value it completes it with. */
-  async deliver(turn: Turn<unknown>, rt: TurnRuntime): Promise<unknown> {
+  async deliver(turn: Turn<unknown>): Promise<unknown> {
     if (this.exited) throw this.exitError()
     let finish!: (r: { ok: true; value: unknown } | { ok: false; err: unknown }) => void
     const done = new Promise<{ ok: true; value: unknown } | { ok: false; err: unknown }>((r) => { finish = r })
@@ -407,7 +407,6 @@ class ActorLoop {
       complete: (value: unknown) => once({ ok: true, value }),
       fail: (err: unknown) => once({ ok: false, err: err ?? new HelmrError("handler_failed", "the actor failed the turn") }),
     }) as ActorTurn<unknown, unknown>
-    void rt
     this.incoming.push({ turn: at, done })
     this.wake()
     const r = await Promise.race([done, this.exitedP.then(() => "exited" as const)])
@@ -425,7 +424,6 @@ class ActorLoop {
   }
 }
 
-export type { TurnStart }
 
 /** Collects the exported Agent definitions of modules (each once, in order); the bundle's entry uses it. */
 export function collectAgents(modules: ReadonlyArray<Record<string, unknown>>): AgentDefinition[] {
