@@ -99,6 +99,7 @@ export class Connection {
   private readonly calls = new Map<string, (m: Msg | null) => void>()
   private closedFor: Error | undefined
   private ending = false
+  private handshaking = false
   private readonly lostWaiters: Array<(e: Error) => void> = []
   /** Handles every server message that is not an ack or mcp.result. */
   onServer: (m: Msg) => void = () => {}
@@ -110,15 +111,16 @@ export class Connection {
     this.attach(ws)
   }
 
-  /** Sends hello and resolves with the welcome. */
+  /** Sends hello and resolves with the welcome. A connection lost before the welcome is final. */
   async handshake(): Promise<Welcome> {
+    this.handshaking = true
     const first = new Promise<Msg>((resolve, reject) => {
       const prev = this.onServer
       this.onServer = (m) => { this.onServer = prev; resolve(m) }
       this.onLost(reject)
     })
     this.write({ type: "hello", protocol: protocolVersion, pid: process.pid })
-    const m = await first
+    const m = await first.finally(() => { this.handshaking = false })
     if (m.type !== "welcome" || !m.welcome) throw new Error(`protocol: want welcome, got ${JSON.stringify(m.type)}`)
     return m.welcome
   }
@@ -203,7 +205,7 @@ export class Connection {
     ws.on("error", () => {})
     ws.on("close", (code) => {
       if (ws !== this.ws) return
-      if (!this.ending && this.redial && code !== 1008) void this.reconnect()
+      if (!this.ending && !this.handshaking && this.redial && code !== 1008) void this.reconnect()
       else this.lose(new Error(code === 1008 ? "the control plane refused this process (1008)" : "connection to the control plane closed"))
     })
   }

@@ -260,6 +260,15 @@ test("a cancel right behind a wait's ack withdraws the wait (wait.cancel) and th
   assert.equal(await s.exit, 0)
 }))
 
+test("a connection lost before the welcome is final: the process exits 1 without reconnecting", () => withServer(async (s) => {
+  s.start(bundlePath, "echo")
+  const peer = await s.peer(0)
+  await peer.type("hello")
+  peer.ws.terminate()
+  assert.equal(await s.exit, 1)
+  assert.match(s.output, /connection to the control plane closed/)
+}))
+
 test("a close with 1008 is final: the process exits 1", () => withServer(async (s) => {
   s.start(bundlePath, "echo")
   const { peer } = await s.handshake()

@@ -21,7 +21,7 @@ export class APIError extends HelmrError {
 }
 
 export interface HelmrClientOptions {
-  /** The server, e.g. `http://127.0.0.1:7070`. Default: env HELMR_URL. */
+  /** The server. Default: env HELMR_API_URL, else `http://127.0.0.1:7070` (as the CLI). */
   readonly baseUrl?: string
   /** An API key (`hlmr_sk_…`). Default: env HELMR_API_KEY. */
   readonly apiKey?: string
@@ -70,8 +70,8 @@ export class HelmrClient {
   private readonly fetchFn: typeof fetch
 
   constructor(options: HelmrClientOptions = {}) {
-    const base = options.baseUrl ?? process.env.HELMR_URL
-    if (!base) throw new TypeError("HelmrClient: baseUrl is required (or set HELMR_URL)")
+    const base = options.baseUrl ?? process.env.HELMR_API_URL ?? "http://127.0.0.1:7070"
+    if (typeof base !== "string" || !/^https?:\/\//.test(base)) throw new TypeError(`HelmrClient: baseUrl ${JSON.stringify(base)} must be an http(s) URL`)
     this.baseUrl = base.replace(/\/+$/, "")
     this.apiKey = options.apiKey ?? process.env.HELMR_API_KEY ?? ""
     this.fetchFn = options.fetch ?? fetch
