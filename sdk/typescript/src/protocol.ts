@@ -1,0 +1,276 @@
+/**
+ * The session protocol `helmr.session.v1` (docs/protocol.md): wire types and
+ * the connection, with ops matched to acks by (turn_id, op), replay after a
+ * reconnect within the reconnect window, and runtime MCP calls by call_id.
+ */
+import { randomBytes } from "node:crypto"
+import WebSocket from "ws"
+import type { ErrorBody } from "./errors.js"
+import { HelmrError } from "./errors.js"
+
+export const protocolVersion = "helmr.session.v1"
+export const manifestFlag = "--helmr-manifest"
+
+/** One protocol message; fields by type as in docs/protocol.md section 4. */
+export interface Msg {
+  type: string
+  op?: number
+  turn_id?: string
+  protocol?: string
+  pid?: number
+  resume?: { ready: boolean; turn_id?: string }
+  welcome?: Welcome
+  turn?: TurnStart
+  message?: InboundMessage
+  reason?: string
+  content?: unknown[]
+  message_id?: string
+  status?: string
+  result?: unknown
+  response?: unknown[]
+  error?: ErrorBody
+  sequence?: number
+  ask?: { id: string; question: unknown }
+  token?: { id: string; secret: string; create: Record<string, unknown> }
+  token_state?: Record<string, unknown>
+  wait?: Record<string, unknown>
+  wait_id?: string
+  outcome?: WaitOutcome
+  call_id?: string
+  mcp?: { scope?: unknown; tool?: string; args?: unknown }
+}
+
+export interface Welcome {
+  agent: string
+  session_id: string
+  session_key?: string
+  parent_session_id?: string
+  computer_id: string
+  deployment_id: string
+  recovery: { kind: string; reason?: string }
+  server_time?: string
+}
+
+export interface TurnStart {
+  id: string
+  sequence: number
+  created_at: string
+  input: unknown
+  source: Record<string, unknown>
+  deadline?: string
+}
+
+export interface InboundMessage { id: string; content: unknown[]; source: Record<string, unknown> }
+
+export interface WaitOutcome {
+  status: "resolved" | "failed"
+  value?: unknown
+  responded_by?: { kind: string; id?: string }
+  error?: ErrorBody
+}
+
+/** Opens the WebSocket to the protocol endpoint on a Unix socket. */
+export function dial(socket: string, token: string): Promise<WebSocket> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(`ws+unix://${socket}:/session`, [protocolVersion], {
+      headers: { Authorization: `Bearer ${token}` },
+      maxPayload: 32 << 20,
+      handshakeTimeout: 5000,
+      perMessageDeflate: false,
+    })
+    const fail = (err: Error) => { ws.removeAllListeners(); ws.terminate(); reject(err) }
+    ws.once("open", () => { ws.removeListener("error", fail); resolve(ws) })
+    ws.once("error", fail)
+    ws.once("unexpected-response", (_req, res) => fail(new Error(`connect to the control plane: HTTP ${res.statusCode}`)))
+  })
+}
+
+interface PendingOp { msg: Msg; resolve(m: Msg): void; reject(e: Error): void }
+
+const lostError = () => new HelmrError("unavailable", "connection to the control plane lost")
+
+/**
+ * A connected session process. Everything the server sends goes to
+ * `onServer`, except acks and mcp.result, which settle their callers.
+ */
+export class Connection {
+  private ws: WebSocket
+  private readonly pending = new Map<string, PendingOp>()
+  private readonly calls = new Map<string, (m: Msg | null) => void>()
+  private closedFor: Error | undefined
+  private ending = false
+  private handshaking = false
+  private readonly lostWaiters: Array<(e: Error) => void> = []
+  /** Handles every server message that is not an ack or mcp.result. */
+  onServer: (m: Msg) => void = () => {}
+  /** Builds the resume of a reconnect's hello and names the waits to resume. */
+  resumeState: () => { ready: boolean; turnId?: string; waits: Array<{ turnId: string; waitId: string }> } = () => ({ ready: false, waits: [] })
+
+  constructor(ws: WebSocket, private readonly redial: (() => Promise<WebSocket>) | undefined, private readonly windowMs: number) {
+    this.ws = ws
+    this.attach(ws)
+  }
+
+  /** Sends hello and resolves with the welcome. A connection lost before the welcome is final. */
+  async handshake(): Promise<Welcome> {
+    this.handshaking = true
+    const first = new Promise<Msg>((resolve, reject) => {
+      const prev = this.onServer
+      this.onServer = (m) => { this.onServer = prev; resolve(m) }
+      this.onLost(reject)
+    })
+    this.write({ type: "hello", protocol: protocolVersion, pid: process.pid })
+    const m = await first.finally(() => { this.handshaking = false })
+    if (m.type !== "welcome" || !m.welcome) throw new Error(`protocol: want welcome, got ${JSON.stringify(m.type)}`)
+    return m.welcome
+  }
+
+  /** Whether the connection is lost for good. */
+  get closed(): boolean { return this.closedFor !== undefined }
+
+  /** Calls fn once the connection is lost for good. */
+  onLost(fn: (e: Error) => void): void {
+    if (this.closedFor) fn(this.closedFor)
+    else this.lostWaiters.push(fn)
+  }
+
+  /** Writes a message that expects no ack. Lost silently while reconnecting. */
+  write(m: Msg): void {
+    if (this.ws.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(m))
+  }
+
+  /**
+   * Registers an op for its ack and writes it. The caller numbers ops and
+   * calls this synchronously, so ops reach the server in op order.
+   */
+  sendOp(m: Msg): Promise<Msg> {
+    if (this.closedFor) return Promise.reject(lostError())
+    const key = `${m.turn_id}/${m.op}`
+    const p = new Promise<Msg>((resolve, reject) => this.pending.set(key, { msg: m, resolve, reject }))
+    this.write(m)
+    return p
+  }
+
+  /** Sends an mcp.scope or mcp.call and resolves with its result. */
+  async call(m: Msg, signal?: AbortSignal): Promise<unknown> {
+    const lost = new HelmrError("unavailable", "the connection to the control plane was lost during the call; it may or may not have taken effect: retry with the same idempotency_key")
+    if (this.closedFor || this.ws.readyState !== WebSocket.OPEN) throw lost
+    m.call_id = randomBytes(16).toString("hex")
+    const id = m.call_id
+    const r = await new Promise<Msg | null>((resolve, reject) => {
+      const onAbort = () => { this.calls.delete(id); reject(signal?.reason ?? new Error("aborted")) }
+      signal?.addEventListener("abort", onAbort, { once: true })
+      this.calls.set(id, (x) => { signal?.removeEventListener("abort", onAbort); resolve(x) })
+      this.write(m)
+    })
+    if (r === null) throw lost
+    if (r.error) throw HelmrError.from(r.error)
+    return r.result
+  }
+
+  /** Closes with 1000 (an orderly end). */
+  close(): Promise<void> {
+    this.ending = true
+    return new Promise((resolve) => {
+      if (this.ws.readyState === WebSocket.CLOSED) return resolve()
+      const t = setTimeout(() => { this.ws.terminate(); resolve() }, 2000)
+      this.ws.once("close", () => { clearTimeout(t); resolve() })
+      this.ws.close(1000, "shutdown")
+    })
+  }
+
+  private attach(ws: WebSocket): void {
+    ws.on("message", (data, isBinary) => {
+      if (isBinary) return
+      let m: Msg
+      try {
+        m = JSON.parse(data.toString())
+      } catch {
+        return
+      }
+      if (typeof m !== "object" || m === null || typeof m.type !== "string") return
+      if (m.type === "ack") {
+        const key = `${m.turn_id}/${m.op}`
+        const p = this.pending.get(key)
+        if (p) { this.pending.delete(key); p.resolve(m) }
+        return
+      }
+      if (m.type === "mcp.result" && m.call_id) {
+        const c = this.calls.get(m.call_id)
+        if (c) { this.calls.delete(m.call_id); c(m) }
+        return
+      }
+      this.onServer(m)
+    })
+    ws.on("error", () => {})
+    ws.on("close", (code) => {
+      if (ws !== this.ws) return
+      if (!this.ending && !this.handshaking && this.redial && code !== 1008) void this.reconnect()
+      else this.lose(new Error(code === 1008 ? "the control plane refused this process (1008)" : "connection to the control plane closed"))
+    })
+  }
+
+  private lose(err: Error): void {
+    if (this.closedFor) return
+    this.closedFor = err
+    for (const p of this.pending.values()) p.reject(lostError())
+    this.pending.clear()
+    this.failCalls()
+    for (const fn of this.lostWaiters.splice(0)) fn(err)
+  }
+
+  private failCalls(): void {
+    const calls = [...this.calls.values()]
+    this.calls.clear()
+    for (const c of calls) c(null)
+  }
+
+  /** Reconnects for the reconnect window with backoff from 50 ms to 1 s, then rejoins. */
+  private async reconnect(): Promise<void> {
+    const end = Date.now() + this.windowMs
+    let backoff = 50
+    this.failCalls()
+    while (Date.now() < end && !this.ending) {
+      await new Promise((r) => setTimeout(r, backoff))
+      backoff = Math.min(backoff * 2, 1000)
+      let ws: WebSocket
+      try {
+        ws = await this.redial!()
+      } catch {
+        continue
+      }
+      if (await this.rejoin(ws)) return
+      ws.terminate()
+    }
+    this.lose(new Error("connection to the control plane lost; no control plane came back within the reconnect window"))
+  }
+
+  private rejoin(ws: WebSocket): Promise<boolean> {
+    const st = this.resumeState()
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => { cleanup(); resolve(false) }, 10_000)
+      const cleanup = () => { clearTimeout(timer); ws.removeListener("message", onFirst); ws.removeListener("close", onClose) }
+      const onClose = () => { cleanup(); resolve(false) }
+      const onFirst = (data: WebSocket.RawData) => {
+        cleanup()
+        let m: Msg
+        try { m = JSON.parse(data.toString()) } catch { return resolve(false) }
+        if (m.type !== "welcome") return resolve(false)
+        this.ws = ws
+        this.attach(ws)
+        // Replay every op without an ack, in (turn_id, op) order.
+        const ops = [...this.pending.values()].map((p) => p.msg)
+        ops.sort((a, b) => (a.turn_id! < b.turn_id! ? -1 : a.turn_id! > b.turn_id! ? 1 : a.op! - b.op!))
+        for (const op of ops) this.write(op)
+        for (const w of st.waits) this.write({ type: "wait.resume", turn_id: w.turnId, wait_id: w.waitId })
+        resolve(true)
+      }
+      ws.on("message", onFirst)
+      ws.on("close", onClose)
+      ws.on("error", () => {})
+      const resume: { ready: boolean; turn_id?: string } = { ready: st.ready }
+      if (st.turnId) resume.turn_id = st.turnId
+      ws.send(JSON.stringify({ type: "hello", protocol: protocolVersion, pid: process.pid, resume }))
+    })
+  }
+}
