@@ -110,11 +110,12 @@ export const conformance = agent({
         return { timer: "fired" }
       case "ask": {
         const a = await turn.ask({ prompt: "Your name?", answer: { type: "text" } })
-        return { answer: a.text, by: a.respondedBy.kind }
+        return { answer: a.answer, by: a.respondedBy.kind }
       }
       case "token": {
         const tok = await tokens.create({ timeout: "1h" })
-        const value = await tok.wait()
+        // unwrap() is the value, or throws the typed error (token_expired, …).
+        const value = (await tok.wait()).unwrap()
         return {
           token_id: tok.id,
           callback_url: tok.callbackUrl,
