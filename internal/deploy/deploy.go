@@ -91,7 +91,11 @@ func ReadManifestAs(ctx context.Context, artifact, runtime string) (helmrtype.Ma
 		return m, helmrtype.Errorf(helmrtype.CodeInvalidRequest, "the agent program's manifest is not valid: %v", err)
 	}
 	if m.Runtime != runtime {
-		return m, helmrtype.Errorf(helmrtype.CodeInvalidRequest, "the agent program's manifest says runtime %q, but it was run as %q", m.Runtime, runtimeName(runtime))
+		hint := ""
+		if runtime == helmrtype.RuntimeNative {
+			hint = " (an upload names its runtime in the manifest part, as helmr deploy does)"
+		}
+		return m, helmrtype.Errorf(helmrtype.CodeInvalidRequest, "the agent program's manifest says runtime %q, but it was run as %q%s", m.Runtime, runtimeName(runtime), hint)
 	}
 	if err := m.CheckRuntimeMCP(); err != nil {
 		return m, err

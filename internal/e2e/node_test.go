@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -160,5 +161,52 @@ func TestNodePackageWithoutSDK(t *testing.T) {
 	out, errOut, code := s.cli(t, "deploy", dir)
 	if code == 0 || !strings.Contains(errOut, "running npm install") || !strings.Contains(errOut, "depend on @helmr/sdk") {
 		t.Fatalf("deploy without the SDK: exit %d: %s %s", code, out, errOut)
+	}
+}
+
+// TestUploadOfABundleNamesItsRuntime: POST /v1/deployments runs the
+// artifact as its manifest part's runtime says; a bundle sent without one
+// is run as a native binary and refused with a hint.
+func TestUploadOfABundleNamesItsRuntime(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs helmr server")
+	}
+	needNode(t)
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl is not on PATH")
+	}
+	bundle := filepath.Join(t.TempDir(), "agent.mjs")
+	// As the SDK's bundler writes it: executable, with a node shebang.
+	src, err := os.ReadFile("testdata/node-raw/agent.mjs")
+	if err != nil || os.WriteFile(bundle, append([]byte("#!/usr/bin/env node\n"), src...), 0o755) != nil {
+		t.Fatal("write the bundle", err)
+	}
+	s := startServer(t, t.TempDir(), "server")
+	upload := func(manifest string) (int, string) {
+		args := []string{"-sS", "-o", "-", "-w", "\n%{http_code}", "-H", "Authorization: Bearer " + s.key, "-F", "binary=@" + bundle}
+		if manifest != "" {
+			args = append(args, "-F", "manifest="+manifest+";type=application/json")
+		}
+		out, err := exec.Command("curl", append(args, s.url+"/v1/deployments")...).Output()
+		if err != nil {
+			t.Fatalf("curl: %v", err)
+		}
+		i := strings.LastIndex(string(out), "\n") // curl -w puts the status last
+		n := 0
+		fmt.Sscan(string(out[i+1:]), &n)
+		return n, string(out[:max(i, 0)])
+	}
+	code, body := upload("")
+	if code != 400 || !strings.Contains(body, "invalid_request") || !strings.Contains(body, `says runtime \"node\"`) {
+		t.Fatalf("a bundle without its runtime: %d %s", code, body)
+	}
+	m, err := exec.Command("node", bundle, "--helmr-manifest").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, body = upload(string(m))
+	var d helmrtype.Deployment
+	if code != 201 || json.Unmarshal([]byte(body), &d) != nil || d.Manifest.Runtime != helmrtype.RuntimeNode || len(d.Agents) != 1 || d.Agents[0] != "raw-echo" {
+		t.Fatalf("a bundle with its manifest: %d %s", code, body)
 	}
 }
