@@ -8,12 +8,14 @@ package e2e
 // `make setup` does it), and skip, saying so, without them.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -98,7 +100,13 @@ func createJSON(t *testing.T, s *server, agent, input string) helmrtype.SessionC
 // waitTurn waits for a Turn to settle through the REST API.
 func waitTurn(t *testing.T, s *server, sid, turnID string) helmrtype.TurnOutcome {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
+	return waitTurnWithin(t, s, sid, turnID, 90*time.Second)
+}
+
+// waitTurnWithin is waitTurn for up to d.
+func waitTurnWithin(t *testing.T, s *server, sid, turnID string, d time.Duration) helmrtype.TurnOutcome {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
 		var r helmrtype.TimedTurnWaitResult
 		if err := apiCall(s.url, s.key, "GET", "/v1/sessions/"+sid+"/turns/"+turnID+"/wait?timeout=20s", nil, &r); err != nil {
@@ -133,16 +141,72 @@ func eventWith(t *testing.T, srv *server, sid, kind, s string) bool {
 	return false
 }
 
+// imageFrom matches the image references of Templates (`.from("REF")`).
+var imageFrom = regexp.MustCompile(`\.from\("([^"]+)"\)`)
+
 // TestTypeScriptQuickstart is the README's `helmr dev examples/ts-quickstart`:
-// the specification's reviewer example, as written.
+// the specification's reviewer example, as written, but for its image
+// reference: a copy of the package names the same image on a registry on
+// loopback, made from the host's node (no registry on the internet is
+// needed).
 func TestTypeScriptQuickstart(t *testing.T) {
 	needTypeScriptSDK(t)
-	dir := "../../examples/ts-quickstart"
-	if _, err := os.Stat(filepath.Join(dir, "package.json")); err != nil {
+	example := "../../examples/ts-quickstart"
+	if _, err := os.Stat(filepath.Join(example, "package.json")); err != nil {
 		t.Skip("examples/ts-quickstart does not exist yet")
 	}
+	sdk, err := filepath.Abs("../../sdk/typescript")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	pkg, err := os.ReadFile(filepath.Join(example, "package.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The copy depends on the same SDK, by its absolute path (the lockfile,
+	// made for the relative one, is left behind: npm install runs).
+	pkg = bytes.ReplaceAll(pkg, []byte(`"file:../../sdk/typescript"`), []byte(`"file:`+sdk+`"`))
+	if err := os.WriteFile(filepath.Join(dir, "package.json"), pkg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(example, "tsconfig.json")); err == nil {
+		os.WriteFile(filepath.Join(dir, "tsconfig.json"), b, 0o644)
+	}
+	sources, _ := filepath.Glob(filepath.Join(example, "agents", "*.ts"))
+	if len(sources) == 0 {
+		t.Fatal("examples/ts-quickstart has no agents/*.ts")
+	}
+	os.MkdirAll(filepath.Join(dir, "agents"), 0o755)
+	var refs []string
+	var host string
+	img := hostNodeImage(t)
+	for _, f := range sources {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range imageFrom.FindAllSubmatch(b, -1) {
+			refs = append(refs, string(m[1]))
+		}
+		if host == "" && len(refs) > 0 {
+			host = serveImages(t, img, refs...)
+		}
+		b = imageFrom.ReplaceAllFunc(b, func(m []byte) []byte {
+			return []byte(`.from("` + host + "/" + string(imageFrom.FindSubmatch(m)[1]) + `")`)
+		})
+		if err := os.WriteFile(filepath.Join(dir, "agents", filepath.Base(f)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := deploy.InstallDeps(context.Background(), dir, os.Stderr); err != nil {
+		t.Fatal(err)
+	}
 	s := startTSDev(t, t.TempDir(), dir)
-	sess, outcome := createText(t, s, "reviewer", "Review PR 42")
+	rec := createJSON(t, s, "reviewer", "Review PR 42")
+	sess := rec.Session
+	// The first Turn pulls the Template's image.
+	outcome := waitTurnWithin(t, s, sess.ID, rec.Turn.ID, 3*time.Minute)
 	var result map[string]any
 	json.Unmarshal(outcome.Result, &result)
 	if outcome.Status != helmrtype.TurnCompleted || len(result) != 1 || result["reviewed"] != true {
