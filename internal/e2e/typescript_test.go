@@ -395,6 +395,12 @@ func TestTypeScriptAgents(t *testing.T) {
 		if !eventWith(t, s, rec.Session.ID, helmrtype.EventWaitStarted, "timer") {
 			t.Fatalf("no timer wait in the timeline: %+v", sessionEvents(t, s, rec.Session.ID))
 		}
+		// Past its 100ms hot wait the Node process was frozen, then thawed.
+		for _, k := range []string{helmrtype.EventWaitSuspended, helmrtype.EventWaitResumed, helmrtype.EventWaitResolved} {
+			if !eventWith(t, s, rec.Session.ID, k, "") {
+				t.Errorf("no %s event", k)
+			}
+		}
 	})
 
 	t.Run("interrupt with onCancel", func(t *testing.T) {
@@ -423,15 +429,16 @@ func TestTypeScriptAgents(t *testing.T) {
 }
 
 // TestTypeScriptTurnSurvivesKill9: the control plane is killed (SIGKILL)
-// while a TypeScript Turn waits on a timer; after a restart on the same
-// data the Node process reattaches and the Turn completes, as a Go Turn does.
+// while a TypeScript Turn waits on a timer, its Node process frozen; after a
+// restart on the same data the process reattaches and the Turn completes,
+// as a Go Turn does.
 func TestTypeScriptTurnSurvivesKill9(t *testing.T) {
 	needTypeScriptSDK(t)
 	data := t.TempDir()
 	s := startTSDev(t, data, tsAgentsDir)
 	rec := createJSON(t, s, "sleeper", "4s")
 	sid, tid := rec.Session.ID, rec.Turn.ID
-	waitFor(t, "the timer wait", func() bool { return eventWith(t, s, sid, helmrtype.EventWaitStarted, "timer") })
+	waitFor(t, "the suspended timer wait", func() bool { return eventWith(t, s, sid, helmrtype.EventWaitSuspended, "") })
 	s.kill()
 	s2 := startTSDev(t, data, tsAgentsDir)
 	o := waitTurn(t, s2, sid, tid)
