@@ -242,13 +242,14 @@ func TestTypeScriptAgents(t *testing.T) {
 	})
 
 	t.Run("typed invocation", func(t *testing.T) {
-		// The client is compiled by tsc (strict): the types are checked.
+		// The client is compiled by tsc (strict): the types are checked. It
+		// goes to .build, which helmr dev's fingerprint skips (no redeploy).
 		cmd := exec.Command("npm", "run", "--silent", "build:client")
 		cmd.Dir = tsAgentsDir
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("tsc: %v\n%s", err, out)
 		}
-		run := exec.Command("node", filepath.Join(tsAgentsDir, "build", "client", "typed.js"))
+		run := exec.Command("node", filepath.Join(tsAgentsDir, ".build", "client", "typed.js"))
 		run.Env = append(os.Environ(), "HELMR_API_URL="+s.url, "HELMR_API_KEY="+s.key)
 		out, err := run.Output()
 		if err != nil {
@@ -263,6 +264,10 @@ func TestTypeScriptAgents(t *testing.T) {
 		}
 		if !eventWith(t, s, got.Session, "turn.output", "working on issue 42") {
 			t.Fatal("the worker's output is missing")
+		}
+		time.Sleep(1500 * time.Millisecond) // past helmr dev's poll
+		if n := strings.Count(s.output(), "deployed "); n != 1 {
+			t.Fatalf("helmr dev deployed %d times: %s", n, s.output())
 		}
 	})
 
