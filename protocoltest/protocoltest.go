@@ -112,17 +112,24 @@ func Vectors() ([]Vector, error) {
 	return out, nil
 }
 
+// parallel bounds the vectors that run at once (each starts a process).
+const parallel = 4
+
 // Run runs every vector as a subtest of t against the agent program started
-// by argv (for example {"/path/to/agent"} or {"node", "agent.mjs"}).
+// by argv (for example {"/path/to/agent"} or {"node", "agent.mjs"}), a few
+// at a time.
 func Run(t *testing.T, argv []string) {
 	t.Helper()
 	vs, err := Vectors()
 	if err != nil {
 		t.Fatal(err)
 	}
+	slots := make(chan struct{}, parallel)
 	for _, v := range vs {
 		t.Run(v.Name, func(t *testing.T) {
 			t.Parallel()
+			slots <- struct{}{}
+			defer func() { <-slots }()
 			if err := RunVector(context.Background(), v, argv); err != nil {
 				t.Fatalf("%s (%s):\n%v", v.Name, v.Description, err)
 			}

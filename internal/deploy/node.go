@@ -43,6 +43,9 @@ func InstallDeps(ctx context.Context, dir string, log io.Writer) error {
 	if _, err := os.Stat(filepath.Join(dir, "package-lock.json")); err == nil {
 		args = []string{"ci"}
 	}
+	if _, err := exec.LookPath("npm"); err != nil {
+		return fmt.Errorf("%s has no node_modules and npm is not installed: install Node 20 or newer with npm, or run npm ci there", dir)
+	}
 	fmt.Fprintf(log, "helmr: %s has no node_modules; running npm %s\n", dir, args[0])
 	cmd := exec.CommandContext(ctx, "npm", append(args, "--no-audit", "--no-fund")...)
 	cmd.Dir = dir
@@ -60,6 +63,9 @@ func Bundle(ctx context.Context, dir, out string) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return err
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		return fmt.Errorf("bundle %s: node is not installed (TypeScript agents need Node 20 or newer)", dir)
 	}
 	bundler := filepath.Join(abs, filepath.FromSlash(Bundler))
 	if _, err := os.Stat(bundler); err != nil {
