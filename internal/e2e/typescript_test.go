@@ -236,7 +236,7 @@ func TestTypeScriptAgents(t *testing.T) {
 			t.Fatalf("deployments: %v %+v", err, page)
 		}
 		m := page.Deployments[0].Manifest
-		if m.Runtime != helmrtype.RuntimeNode || m.SDK != "typescript" || len(m.Agents) != 8 {
+		if m.Runtime != helmrtype.RuntimeNode || m.SDK != "typescript" || len(m.Agents) != 10 {
 			t.Fatalf("manifest: runtime %q sdk %q, %d agents", m.Runtime, m.SDK, len(m.Agents))
 		}
 	})
@@ -404,6 +404,25 @@ func TestTypeScriptAgents(t *testing.T) {
 		for _, k := range []string{helmrtype.EventWaitSuspended, helmrtype.EventWaitResumed, helmrtype.EventWaitResolved} {
 			if !eventWith(t, s, rec.Session.ID, k, "") {
 				t.Errorf("no %s event", k)
+			}
+		}
+	})
+
+	t.Run("planner spawns workers through runtime MCP", func(t *testing.T) {
+		rec := createJSON(t, s, "planner", "alpha beta")
+		o := waitTurn(t, s, rec.Session.ID, rec.Turn.ID)
+		want := `{"reports":[{"word":"alpha","upper":"ALPHA","letters":5},{"word":"beta","upper":"BETA","letters":4}]}`
+		if o.Status != helmrtype.TurnCompleted || string(o.Result) != want || o.Response.PlainText() != "2 workers done" {
+			t.Fatalf("planner: %+v %s %+v", o, o.Result, o.Error)
+		}
+		// The workers are the planner's children, spawned from its Turn.
+		var page helmrtype.SessionPage
+		if err := apiCall(s.url, s.key, "GET", "/v1/sessions?parent_session_id="+rec.Session.ID, nil, &page); err != nil || len(page.Sessions) != 2 {
+			t.Fatalf("children: %v %+v", err, page)
+		}
+		for _, c := range page.Sessions {
+			if c.Agent != "tsworker" {
+				t.Fatalf("child %+v", c)
 			}
 		}
 	})
