@@ -63,26 +63,42 @@ var vectorFiles embed.FS
 // for a session, ["--helmr-manifest"] for the manifest) serving Agent, and
 // the steps the server takes and checks.
 type Vector struct {
-	Name        string   `json:"name"`
-	Description string   `json:"description"`
-	Agent       string   `json:"agent,omitempty"`
-	Args        []string `json:"args,omitempty"`
-	AutoAck     bool     `json:"auto_ack,omitempty"`
-	Steps       []Step   `json:"steps"`
+	// Name is the file's name without .json.
+	Name string `json:"name"`
+	// Description says what the vector checks, with the protocol.md section.
+	Description string `json:"description"`
+	// Agent is HELMR_AGENT.
+	Agent string `json:"agent,omitempty"`
+	// Args are the program's arguments; with any, no session is served.
+	Args []string `json:"args,omitempty"`
+	// AutoAck acknowledges every operation as the control plane does.
+	AutoAck bool `json:"auto_ack,omitempty"`
+	// Steps run in order.
+	Steps []Step `json:"steps"`
 }
 
 // Step is one step of a Vector; exactly one field is set (Note aside).
 type Step struct {
-	Note            string            `json:"note,omitempty"`
-	Expect          json.RawMessage   `json:"expect,omitempty"`
+	// Note names the step in failure reports.
+	Note string `json:"note,omitempty"`
+	// Expect is the pattern of the next message the process sends.
+	Expect json.RawMessage `json:"expect,omitempty"`
+	// ExpectUnordered are the patterns of the next messages, in any order.
 	ExpectUnordered []json.RawMessage `json:"expect_unordered,omitempty"`
-	Send            json.RawMessage   `json:"send,omitempty"`
-	Quiet           string            `json:"quiet,omitempty"`
-	Drop            bool              `json:"drop,omitempty"`
-	ExpectClose     *int              `json:"expect_close,omitempty"`
-	ExpectExit      *int              `json:"expect_exit,omitempty"`
-	ExpectStdout    json.RawMessage   `json:"expect_stdout,omitempty"`
-	Signal          string            `json:"signal,omitempty"`
+	// Send is a message the server sends ("$ref:NAME" strings replaced).
+	Send json.RawMessage `json:"send,omitempty"`
+	// Quiet is a Duration during which the process must send nothing.
+	Quiet string `json:"quiet,omitempty"`
+	// Drop drops the connection without a close frame.
+	Drop bool `json:"drop,omitempty"`
+	// ExpectClose is the status the process closes the WebSocket with.
+	ExpectClose *int `json:"expect_close,omitempty"`
+	// ExpectExit is the status the process exits with.
+	ExpectExit *int `json:"expect_exit,omitempty"`
+	// ExpectStdout is the pattern of what the process printed, as JSON.
+	ExpectStdout json.RawMessage `json:"expect_stdout,omitempty"`
+	// Signal is sent to the process: SIGTERM or SIGINT.
+	Signal string `json:"signal,omitempty"`
 }
 
 // Vectors returns the suite's vectors, sorted by name.
