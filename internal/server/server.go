@@ -435,10 +435,11 @@ func uploadError(err error) error {
 // artifact in the part "binary". The manifest is read from the artifact
 // itself; a "manifest" part, when sent, must agree with it, and its
 // "runtime" says how to run the artifact: absent for a native binary,
-// "node" for a Node bundle (run as `node bundle --helmr-manifest`). When the manifest's Templates have
-// Copy steps, the part "sources" carries the tar archive of what they copy
-// (see internal/deploy/sources.go); it is checked, kept content-addressed
-// and unpacked before the Deployment is published.
+// "node" for a Node bundle (run as `node bundle --helmr-manifest`). When
+// the manifest's Templates have Copy steps, the part "sources" carries the
+// tar archive of what they copy (see internal/deploy/sources.go); it is
+// checked, kept content-addressed and unpacked before the Deployment is
+// published.
 func (s *Server) createDeployment(w http.ResponseWriter, r *http.Request) error {
 	if s.opts.DeploymentsDir == "" {
 		return helmrtype.Errorf(helmrtype.CodeUnavailable, "this server takes no deployment uploads")
