@@ -39,19 +39,23 @@ func copyDir(t *testing.T, src, dst string) {
 	}
 }
 
-// rawNodePackage is a copy of testdata/node-raw with the stand-in bundler
-// installed where the SDK's would be (node_modules/@helmr/sdk/bin).
+// rawNodePackage is a copy of testdata/node-raw that depends on the
+// stand-in SDK (testdata/node-raw/standin-sdk, whose bundler copies
+// agent.mjs), without node_modules: helmr dev and helmr deploy install it.
 func rawNodePackage(t *testing.T) string {
 	t.Helper()
+	if _, err := exec.LookPath("npm"); err != nil {
+		t.Skip("npm is not on PATH")
+	}
 	dir := t.TempDir()
 	copyDir(t, "testdata/node-raw", dir)
-	bin := filepath.Join(dir, "node_modules", "@helmr", "sdk", "bin")
-	if err := os.MkdirAll(bin, 0o755); err != nil {
+	standin, err := filepath.Abs("testdata/node-raw/standin-sdk")
+	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile("testdata/node-raw/bundler-standin.mjs")
-	if err != nil || os.WriteFile(filepath.Join(bin, "helmr-bundle.mjs"), b, 0o644) != nil {
-		t.Fatal("install the stand-in bundler", err)
+	pkg := `{"name": "helmr-e2e-node-raw-copy", "private": true, "type": "module", "dependencies": {"@helmr/sdk": "file:` + standin + `"}}`
+	if err := os.WriteFile(filepath.Join(dir, "package.json"), []byte(pkg), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	return dir
 }
@@ -92,6 +96,9 @@ func TestNodeBundleDevDeployAndLaunch(t *testing.T) {
 				args = append(args, "--unsafe-no-sandbox")
 			}
 			s := startServer(t, t.TempDir(), args...)
+			if !strings.Contains(s.output(), "running npm install") {
+				t.Fatalf("helmr dev did not say it installs the dependencies: %s", s.output())
+			}
 			sess, outcome := createText(t, s, "raw-echo", "hi")
 			var result map[string]string
 			json.Unmarshal(outcome.Result, &result)
@@ -116,6 +123,12 @@ func TestNodeBundleDevDeployAndLaunch(t *testing.T) {
 			var up helmrtype.Deployment
 			if code != 0 || json.Unmarshal([]byte(out), &up) != nil || up.ID != sess.DeploymentID || up.Manifest.Runtime != helmrtype.RuntimeNode {
 				t.Fatalf("helmr deploy: exit %d: %s %s", code, out, errOut)
+			}
+			// npm install wrote package-lock.json before the fingerprint:
+			// nothing changed since, so nothing was redeployed.
+			time.Sleep(1500 * time.Millisecond)
+			if n := strings.Count(s.output(), "deployed "); n != 1 {
+				t.Fatalf("%d deployments before any change: %s", n, s.output())
 			}
 			// A change redeploys; the new Session runs the new bundle.
 			src, _ := os.ReadFile(filepath.Join(dir, "agent.mjs"))

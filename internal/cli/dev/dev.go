@@ -72,12 +72,19 @@ func run(ctx context.Context, o *serve.Options, dir string, out, errw io.Writer)
 	return r.Serve(ctx, o)
 }
 
-// publish builds dir and makes it the current Deployment (npm's progress
-// goes to errw), with the sources
-// its Templates' Copy steps read packed the way helmr deploy packs them; it
-// returns the fingerprint of the sources it built from (given the paths the
-// previous build copied; those of this build when it succeeds).
+// publish builds dir and makes it the current Deployment, with the sources
+// its Templates' Copy steps read packed the way helmr deploy packs them
+// (npm's progress goes to errw); it returns the fingerprint of the sources
+// it built from (given the paths the previous build copied; those of this
+// build when it succeeds).
 func publish(ctx context.Context, r *serve.Running, dir string, copied []string, out, errw io.Writer) (string, []string, error) {
+	if deploy.IsNodePackage(dir) {
+		// Before the fingerprint: npm install may write package-lock.json.
+		if err := deploy.InstallDeps(ctx, dir, errw); err != nil {
+			fp, _ := deploy.Fingerprint(dir) // retried when the sources change
+			return fp + deploy.FingerprintPaths(dir, copied), copied, err
+		}
+	}
 	fp, err := deploy.Fingerprint(dir)
 	if err != nil {
 		return "", copied, err

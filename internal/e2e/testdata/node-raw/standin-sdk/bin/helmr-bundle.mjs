@@ -1,8 +1,9 @@
 // Stand-in for @helmr/sdk's bin/helmr-bundle.mjs with the same command line
 // (`helmr-bundle.mjs --out OUT.mjs DIR`): it copies DIR/agent.mjs, which is
-// already one self-contained ES module, to OUT.mjs. The e2e tests install it
-// as DIR/node_modules/@helmr/sdk/bin/helmr-bundle.mjs of a copy of this
-// package; the real bundler is tested by the TypeScript agents' tests.
+// already one self-contained ES module, to OUT.mjs. A copy of node-raw
+// depends on this stand-in package (file:), so npm installs it as
+// node_modules/@helmr/sdk; the real bundler is tested by the TypeScript
+// agents' tests.
 import fs from "node:fs";
 import path from "node:path";
 
