@@ -385,6 +385,21 @@ func TestTypeScriptAgents(t *testing.T) {
 		if o1.Status != helmrtype.TurnCompleted || o2.Status != helmrtype.TurnCompleted || r1.Count != 1 || r2.Count != 2 || r1.PID != r2.PID || r1.PID == 0 {
 			t.Fatalf("actor turns: %s %s", o1.Result, o2.Result)
 		}
+		// Closing drains: receive() returns null, run returns, the
+		// process stops in order and the Session closes.
+		if err := apiCall(s.url, s.key, "POST", "/v1/sessions/"+rec.Session.ID+"/close", map[string]any{}, nil); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the Session to close", func() bool {
+			var sess helmrtype.Session
+			apiCall(s.url, s.key, "GET", "/v1/sessions/"+rec.Session.ID, nil, &sess)
+			return sess.Status == helmrtype.SessionClosed
+		})
+		for _, e := range sessionEvents(t, s, rec.Session.ID) {
+			if e.Kind == "session.process_failed" {
+				t.Fatalf("the Actor's process failed on close: %s", e.Data)
+			}
+		}
 	})
 
 	t.Run("timer", func(t *testing.T) {
