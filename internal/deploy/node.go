@@ -34,7 +34,7 @@ func IsNodePackage(dir string) bool {
 
 // InstallDeps installs the package's npm dependencies when dir has no
 // node_modules: `npm ci` with a lockfile, else `npm install`. It says so
-// on log; npm's own output goes there too.
+// on log; when npm fails, its output is in the error.
 func InstallDeps(ctx context.Context, dir string, log io.Writer) error {
 	if _, err := os.Stat(filepath.Join(dir, "node_modules")); err == nil {
 		return nil
