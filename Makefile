@@ -1,11 +1,25 @@
-.PHONY: test test-short bench setup
+.PHONY: test test-go test-ts test-short npm-deps bench setup
 
 # Installs what the tests need on a fresh Debian machine.
 setup:
 	bash .ci/setup
+	bash .ci/npm-deps
 
-test:
+# The whole suite: the npm dependencies (lockfiles) and the SDK build, the
+# Go tests (which run the TypeScript agents too), the TypeScript SDK's tests.
+test: npm-deps test-go test-ts
+
+npm-deps:
+	bash .ci/npm-deps
+
+test-go:
 	go test -race ./...
+
+# The TypeScript SDK's own tests (node --test), when it exists and npm is there.
+test-ts:
+	@if [ -f sdk/typescript/package.json ] && command -v npm >/dev/null 2>&1; then \
+		cd sdk/typescript && npm test; \
+	else echo "skipping the TypeScript SDK's tests (no sdk/typescript or no npm)"; fi
 
 test-short:
 	go test -short ./...

@@ -3,7 +3,10 @@
 // load from this process. It prints warm-Turn latency, throughput for one
 // and for many Sessions, server RSS after the run, and store bytes per Turn.
 //
-//	go run ./bench [-turns 10000] [-sessions 100] [-callers 20]
+//	go run ./bench [-agent go|ts] [-turns 10000] [-sessions 100] [-callers 20]
+//
+// -agent ts runs the same echo Agent written in TypeScript (bench/ts-agent,
+// bundled by @helmr/sdk and run by Node); it needs a built sdk/typescript.
 package main
 
 import (
@@ -28,10 +31,11 @@ import (
 	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/deploy"
 	"github.com/helmr-go/helmr/internal/store/pgstore/pgtest"
 )
 
-var cpuProfile, storeKind string
+var cpuProfile, storeKind, agentKind string
 var pgTCP bool
 
 func main() {
@@ -44,6 +48,7 @@ func main() {
 	keep := flag.Bool("keep", false, "keep the temporary directory")
 	flag.StringVar(&storeKind, "store", "sqlite", "the server's store: sqlite, or postgres (a temporary PostgreSQL server is started)")
 	flag.BoolVar(&pgTCP, "pg-tcp", false, "connect to PostgreSQL over loopback TCP instead of its Unix socket")
+	flag.StringVar(&agentKind, "agent", "go", "the agent program: go (bench/agent) or ts (bench/ts-agent: @helmr/sdk under Node)")
 	flag.StringVar(&cpuProfile, "server-cpu-profile", "", "write the server's CPU profile to this file")
 	flag.Parse()
 	if err := run(*turns, *sessions, *callers, *warm, *cold, *syncMode, *keep); err != nil {
@@ -132,15 +137,22 @@ func run(nTurns, nSessions, nCallers, nWarm, nCold int, syncMode string, keep bo
 	if !keep {
 		defer os.RemoveAll(dir)
 	}
-	fmt.Printf("building helmr and the bench agent in %s\n", dir)
-	helmrBin, agentBin := filepath.Join(dir, "helmr"), filepath.Join(dir, "agent")
-	for _, b := range [][2]string{{helmrBin, "./cmd/helmr"}, {agentBin, "./bench/agent"}} {
-		cmd := exec.Command("go", "build", "-o", b[0], b[1])
-		cmd.Stderr = os.Stderr
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("go build %s: %w", b[1], err)
-		}
+	pkg := map[string]string{"go": "./bench/agent", "ts": "./bench/ts-agent"}[agentKind]
+	if pkg == "" {
+		return fmt.Errorf("-agent %q: want go or ts", agentKind)
 	}
+	fmt.Printf("building helmr and the bench agent (%s) in %s\n", pkg, dir)
+	helmrBin := filepath.Join(dir, "helmr")
+	cmd := exec.Command("go", "build", "-o", helmrBin, "./cmd/helmr")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go build ./cmd/helmr: %w", err)
+	}
+	agent, err := deploy.BuildDir(context.Background(), pkg, filepath.Join(dir, "artifacts"))
+	if err != nil {
+		return err
+	}
+	fmt.Printf("agent: %s (sdk %s, runtime %q)\n", agentKind, agent.Manifest.SDK, agent.Manifest.Runtime)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
@@ -201,7 +213,7 @@ func run(nTurns, nSessions, nCallers, nWarm, nCold int, syncMode string, keep bo
 	}
 	tr := &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256}
 	c := &client{url: "http://" + addr, key: strings.TrimSpace(string(key)), hc: &http.Client{Transport: tr}}
-	if err := upload(c, agentBin); err != nil {
+	if err := upload(c, agent); err != nil {
 		return err
 	}
 
@@ -330,11 +342,17 @@ func load(c *client, sessions []string, n, callers int) (float64, error) {
 	return float64(n) / time.Since(t0).Seconds(), firstErr
 }
 
-func upload(c *client, binary string) error {
+// upload publishes the built agent program, with its manifest (whose
+// runtime tells the server how to run the artifact).
+func upload(c *client, b *deploy.Built) error {
 	var body bytes.Buffer
 	mw := multipart.NewWriter(&body)
+	mf, _ := mw.CreateFormField("manifest")
+	if err := json.NewEncoder(mf).Encode(b.Manifest); err != nil {
+		return err
+	}
 	fw, _ := mw.CreateFormFile("binary", "agent")
-	f, err := os.Open(binary)
+	f, err := os.Open(b.Binary)
 	if err != nil {
 		return err
 	}

@@ -52,9 +52,11 @@ func (d *Deployments) Create(ctx context.Context, manifest helmrtype.Manifest, b
 
 // DeploymentUpload is what Deployments.Upload sends.
 type DeploymentUpload struct {
-	// Manifest is what the binary prints; the server checks that they agree.
+	// Manifest is what the binary prints; the server checks that they
+	// agree. Its Runtime tells the server how to run Binary.
 	Manifest helmrtype.Manifest
-	// Binary is the agent program's executable.
+	// Binary is the agent program's artifact: its executable, or its Node
+	// bundle when Manifest.Runtime is "node".
 	Binary io.Reader
 	// Sources is a tar archive of the files the Templates' Copy steps read,
 	// relative to the agent package (see docs/api.md); nil when there are

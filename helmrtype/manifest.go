@@ -17,11 +17,23 @@ const (
 // ManifestVersion names the manifest format a binary prints.
 const ManifestVersion = "helmr.manifest.v1"
 
+// Runtimes of an agent program's artifact (Manifest.Runtime).
+const (
+	// RuntimeNative is a native executable, run as it is (the Go SDK).
+	RuntimeNative = ""
+	// RuntimeNode is one self-contained ES module bundle run by Node
+	// (`node agent.mjs`), as the TypeScript SDK builds it.
+	RuntimeNode = "node"
+)
+
 // Manifest describes the Agents and Templates of one agent program. The
 // binary prints it when run with the manifest flag; Deployments store it.
 type Manifest struct {
-	Version   string             `json:"version"`
-	SDK       string             `json:"sdk"`
+	Version string `json:"version"`
+	SDK     string `json:"sdk"`
+	// Runtime says how the artifact runs: "" (RuntimeNative) for a native
+	// executable, "node" (RuntimeNode) for an ES module bundle run by Node.
+	Runtime   string             `json:"runtime,omitempty"`
 	Agents    []AgentManifest    `json:"agents"`
 	Templates []TemplateManifest `json:"templates"`
 }

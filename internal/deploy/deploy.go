@@ -1,5 +1,6 @@
-// Package deploy builds agent programs, reads their manifests and keeps
-// their binaries content-addressed, for helmr dev, helmr deploy and the
+// Package deploy builds agent programs (Go packages into binaries,
+// TypeScript packages into Node bundles), reads their manifests and keeps
+// their artifacts content-addressed, for helmr dev, helmr deploy and the
 // server's deployment upload.
 package deploy
 
@@ -39,12 +40,36 @@ func Build(ctx context.Context, dir, out string) error {
 	return nil
 }
 
-// ReadManifest runs the binary with the manifest flag and decodes what it prints.
+// ReadManifest runs the native binary with the manifest flag and decodes
+// what it prints; see ReadManifestAs.
 func ReadManifest(ctx context.Context, binary string) (helmrtype.Manifest, error) {
+	return ReadManifestAs(ctx, binary, helmrtype.RuntimeNative)
+}
+
+// ReadManifestAs runs the artifact with the manifest flag, as its runtime
+// runs it (a native binary itself, a Node bundle with `node`), with only
+// PATH in its environment and 30 seconds, and decodes what it prints. The
+// manifest must name the same runtime.
+func ReadManifestAs(ctx context.Context, artifact, runtime string) (helmrtype.Manifest, error) {
 	var m helmrtype.Manifest
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, protocol.ManifestFlag)
+	var cmd *exec.Cmd
+	hint := "is it built with helmr.Main?"
+	switch runtime {
+	case helmrtype.RuntimeNative:
+		cmd = exec.CommandContext(ctx, artifact, protocol.ManifestFlag)
+	case helmrtype.RuntimeNode:
+		mjs, done, err := moduleFile(artifact)
+		if err != nil {
+			return m, err
+		}
+		defer done()
+		cmd = exec.CommandContext(ctx, "node", mjs, protocol.ManifestFlag)
+		hint = "is it bundled by @helmr/sdk's helmr-bundle?"
+	default:
+		return m, helmrtype.Errorf(helmrtype.CodeInvalidRequest, "unknown agent program runtime %q (want %q or %q)", runtime, helmrtype.RuntimeNative, helmrtype.RuntimeNode)
+	}
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -52,22 +77,38 @@ func ReadManifest(ctx context.Context, binary string) (helmrtype.Manifest, error
 		msg := bytes.TrimSpace(stderr.Bytes())
 		var exit *exec.ExitError
 		if errors.As(err, &exit) && exit.ExitCode() == 2 && len(msg) > 0 {
-			// helmr.Main exits 2 when the program's definitions are invalid.
+			// helmr.Main (and the TypeScript SDK) exits 2 when the
+			// program's definitions are invalid.
 			code := helmrtype.CodeInvalidRequest
 			if bytes.Contains(msg, []byte("runtime MCP policy")) {
 				code = helmrtype.CodePolicyInvalid
 			}
 			return m, helmrtype.Errorf(code, "the agent program's definitions are invalid: %s", msg)
 		}
-		return m, helmrtype.Errorf(helmrtype.CodeInvalidRequest, "the agent program did not print its manifest (is it built with helmr.Main?): %v %s", err, msg)
+		return m, helmrtype.Errorf(helmrtype.CodeInvalidRequest, "the agent program did not print its manifest (%s): %v %s", hint, err, msg)
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &m); err != nil {
 		return m, helmrtype.Errorf(helmrtype.CodeInvalidRequest, "the agent program's manifest is not valid: %v", err)
+	}
+	if m.Runtime != runtime {
+		hint := ""
+		if runtime == helmrtype.RuntimeNative {
+			hint = " (an upload names its runtime in the manifest part, as helmr deploy does)"
+		}
+		return m, helmrtype.Errorf(helmrtype.CodeInvalidRequest, "the agent program's manifest says runtime %q, but it was run as %q%s", m.Runtime, runtimeName(runtime), hint)
 	}
 	if err := m.CheckRuntimeMCP(); err != nil {
 		return m, err
 	}
 	return m, nil
+}
+
+// runtimeName names a runtime in messages.
+func runtimeName(runtime string) string {
+	if runtime == helmrtype.RuntimeNative {
+		return "native"
+	}
+	return runtime
 }
 
 // Store copies the binary from r into dir under its SHA-256 digest and
@@ -148,14 +189,26 @@ func writeTemp(dir, pattern string, r io.Reader) (path, digest string, n int64, 
 
 // Built is an agent program built from source, ready to publish.
 type Built struct {
-	Digest   string
+	// Digest is the artifact's SHA-256 ("sha256:…").
+	Digest string
+	// Binary is the stored artifact: a native binary, or a Node bundle
+	// when Manifest.Runtime is "node".
 	Binary   string
 	Manifest helmrtype.Manifest
 }
 
-// BuildDir builds the package in dir, stores its binary content-addressed
-// in binDir and reads its manifest.
+// BuildDir builds the package in dir, stores its artifact
+// content-addressed in binDir and reads its manifest; see BuildDirLog.
 func BuildDir(ctx context.Context, dir, binDir string) (*Built, error) {
+	return BuildDirLog(ctx, dir, binDir, os.Stderr)
+}
+
+// BuildDirLog builds the package in dir: a Go main package into a binary,
+// or a TypeScript package (IsNodePackage) into a Node bundle, installing
+// its npm dependencies first when it has no node_modules (said on log). It
+// reads the manifest, stores the artifact content-addressed in binDir and
+// returns it.
+func BuildDirLog(ctx context.Context, dir, binDir string, log io.Writer) (*Built, error) {
 	// go build runs in dir, so the output path must not be relative.
 	binDir, err := filepath.Abs(binDir)
 	if err != nil {
@@ -169,11 +222,21 @@ func BuildDir(ctx context.Context, dir, binDir string) (*Built, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	out := filepath.Join(tmp, "agent")
-	if err := Build(ctx, dir, out); err != nil {
+	var out, runtime string
+	if IsNodePackage(dir) {
+		runtime, out = helmrtype.RuntimeNode, filepath.Join(tmp, "agent.mjs")
+		if err := InstallDeps(ctx, dir, log); err != nil {
+			return nil, err
+		}
+		err = Bundle(ctx, dir, out)
+	} else {
+		out = filepath.Join(tmp, "agent")
+		err = Build(ctx, dir, out)
+	}
+	if err != nil {
 		return nil, err
 	}
-	m, err := ReadManifest(ctx, out)
+	m, err := ReadManifestAs(ctx, out, runtime)
 	if err != nil {
 		return nil, err
 	}
@@ -189,9 +252,28 @@ func BuildDir(ctx context.Context, dir, binDir string) (*Built, error) {
 	return &Built{Digest: digest, Binary: path, Manifest: m}, nil
 }
 
-// Fingerprint summarises the Go sources under dir (names, sizes, modification
-// times) so that a change can be noticed without reading every file.
+// nodeSources are the file name endings a TypeScript package's fingerprint
+// covers (sources, package.json, the lockfile, tsconfig.json).
+var nodeSources = []string{".ts", ".tsx", ".mts", ".cts", ".js", ".jsx", ".mjs", ".cjs", ".json"}
+
+// Fingerprint summarises the sources under dir (names, sizes, modification
+// times) so that a change can be noticed without reading every file: the
+// Go files, go.mod and go.sum of a Go package; the TypeScript, JavaScript
+// and JSON files of a Node package (IsNodePackage). Hidden directories,
+// testdata and node_modules are skipped.
 func Fingerprint(dir string) (string, error) {
+	node := IsNodePackage(dir)
+	source := func(name string) bool {
+		if !node {
+			return filepath.Ext(name) == ".go" || name == "go.mod" || name == "go.sum"
+		}
+		for _, ext := range nodeSources {
+			if strings.HasSuffix(name, ext) {
+				return true
+			}
+		}
+		return false
+	}
 	h := sha256.New()
 	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err != nil {
@@ -204,7 +286,7 @@ func Fingerprint(dir string) (string, error) {
 			}
 			return nil
 		}
-		if filepath.Ext(name) != ".go" && name != "go.mod" && name != "go.sum" {
+		if !source(name) {
 			return nil
 		}
 		info, err := d.Info()

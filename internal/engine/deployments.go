@@ -48,6 +48,9 @@ func ValidateManifest(m *helmrtype.Manifest) error {
 	if m.Version != helmrtype.ManifestVersion {
 		return invalid("manifest version %q is not %q", m.Version, helmrtype.ManifestVersion)
 	}
+	if m.Runtime != helmrtype.RuntimeNative && m.Runtime != helmrtype.RuntimeNode {
+		return invalid("manifest runtime %q is not \"\" (a native binary) or %q", m.Runtime, helmrtype.RuntimeNode)
+	}
 	if len(m.Agents) == 0 {
 		return invalid("the manifest declares no agents")
 	}

@@ -17,6 +17,9 @@ type Launch struct {
 	Binary  string
 	// Digest is the binary's digest ("sha256:…").
 	Digest string
+	// Runtime is how the artifact runs: "" a native binary, "node" a Node
+	// bundle (helmrtype.Manifest.Runtime).
+	Runtime string
 	// SourcesDigest is the digest of the Deployment's sources archive, which
 	// the Template's Copy steps read; "" when it has none.
 	SourcesDigest string
@@ -62,7 +65,7 @@ func (e *Engine) PrepareLaunch(ctx context.Context, sessionID string, reattach b
 		if err != nil {
 			return err
 		}
-		out = &Launch{Session: *s, Binary: dep.row.BinaryPath, Digest: dep.row.Digest, SourcesDigest: dep.row.SourcesDigest,
+		out = &Launch{Session: *s, Binary: dep.row.BinaryPath, Digest: dep.row.Digest, Runtime: dep.manifest.Runtime, SourcesDigest: dep.row.SourcesDigest,
 			Agent: *a, Recovery: "initial", Template: tmpl}
 		if reattach {
 			return nil

@@ -501,12 +501,15 @@ func uploadError(err error) error {
 	return helmrtype.Errorf(helmrtype.CodeInvalidRequest, "reading the upload: %v", err)
 }
 
-// createDeployment takes a multipart upload with the agent binary in the
-// part "binary". The manifest is read from the binary itself; a "manifest"
-// part, when sent, must agree with it. When the manifest's Templates have
-// Copy steps, the part "sources" carries the tar archive of what they copy
-// (see internal/deploy/sources.go); it is checked, kept content-addressed
-// and unpacked before the Deployment is published.
+// createDeployment takes a multipart upload with the agent program's
+// artifact in the part "binary". The manifest is read from the artifact
+// itself; a "manifest" part, when sent, must agree with it, and its
+// "runtime" says how to run the artifact: absent for a native binary,
+// "node" for a Node bundle (run as `node bundle --helmr-manifest`). When
+// the manifest's Templates have Copy steps, the part "sources" carries the
+// tar archive of what they copy (see internal/deploy/sources.go); it is
+// checked, kept content-addressed and unpacked before the Deployment is
+// published.
 func (s *Server) createDeployment(w http.ResponseWriter, r *http.Request) error {
 	if s.opts.DeploymentsDir == "" {
 		return helmrtype.Errorf(helmrtype.CodeUnavailable, "this server takes no deployment uploads")
@@ -561,7 +564,11 @@ func (s *Server) createDeployment(w http.ResponseWriter, r *http.Request) error 
 	if path == "" {
 		return helmrtype.Errorf(helmrtype.CodeInvalidRequest, "the upload has no part named binary")
 	}
-	m, err := deploy.ReadManifest(r.Context(), path)
+	runtime := helmrtype.RuntimeNative
+	if sent != nil {
+		runtime = sent.Runtime
+	}
+	m, err := deploy.ReadManifestAs(r.Context(), path, runtime)
 	if err != nil {
 		return err
 	}

@@ -21,6 +21,9 @@ type LaunchSpec struct {
 	ComputerID string
 	Agent      string
 	Binary     string
+	// Runtime is how Binary runs: "" a native executable, "node" an ES
+	// module bundle run by Node (helmrtype.Manifest.Runtime).
+	Runtime string
 	// Socket and Token are how the process reaches the protocol endpoint.
 	Socket string
 	Token  string
@@ -88,12 +91,14 @@ type ImageResolver interface {
 
 // Paths inside a Computer where a session process finds the runtime.
 const (
-	agentPath = "/.helmr/agent" // the Deployment's binary, read-only
-	runDir    = "/.helmr/run"   // the directory of the protocol socket
+	agentPath  = "/.helmr/agent"     // the Deployment's binary, read-only
+	bundlePath = "/.helmr/agent.mjs" // the Deployment's Node bundle, read-only
+	runDir     = "/.helmr/run"       // the directory of the protocol socket
 )
 
 // ComputerLauncher runs session processes in Computers of a provider: the
-// Deployment's binary and the protocol socket's directory are bound in
+// Deployment's binary (or Node bundle, run as `node /.helmr/agent.mjs`)
+// and the protocol socket's directory are bound in
 // read-only, the working directory and HOME are /workspace, and the
 // process's output goes to Dir/<computer>/process.log (outside the
 // Computer).
@@ -127,8 +132,13 @@ func (l *ComputerLauncher) Launch(ctx context.Context, spec LaunchSpec) (Process
 		logf.Close()
 		return nil, err
 	}
-	pr, err := l.Provider.Start(ctx, cs, computer.ProcessSpec{Argv: []string{agentPath}, Env: env, Dir: computer.Workspace,
-		Binds:  []computer.Bind{{Src: spec.Binary, Dst: agentPath}, {Src: filepath.Dir(spec.Socket), Dst: runDir}},
+	argv, dst := []string{agentPath}, agentPath
+	if spec.Runtime == helmrtype.RuntimeNode {
+		// node from the image's PATH; the .mjs name makes it an ES module.
+		argv, dst = []string{"node", bundlePath}, bundlePath
+	}
+	pr, err := l.Provider.Start(ctx, cs, computer.ProcessSpec{Argv: argv, Env: env, Dir: computer.Workspace,
+		Binds:  []computer.Bind{{Src: spec.Binary, Dst: dst}, {Src: filepath.Dir(spec.Socket), Dst: runDir}},
 		Files:  []*os.File{token},
 		Stdout: logf, Stderr: logf})
 	token.Close()

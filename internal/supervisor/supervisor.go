@@ -354,7 +354,7 @@ func (s *Supervisor) start(p *proc, token string) {
 	if err == nil {
 		var proc Process
 		proc, err = s.launcher.Launch(ctx, LaunchSpec{SessionID: p.sessionID, ComputerID: l.Session.ComputerID,
-			Agent: l.Session.Agent, Binary: bin, Socket: s.socket, Token: token,
+			Agent: l.Session.Agent, Binary: bin, Runtime: l.Runtime, Socket: s.socket, Token: token,
 			ReconnectWindow: s.opts.ReconnectWindow, Template: l.Template, SourceDir: sourceDir})
 		if err == nil {
 			p.mu.Lock()

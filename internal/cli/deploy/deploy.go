@@ -18,7 +18,9 @@ func New(g *clienv.Globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "deploy DIR",
 		Short: "Build the agent package in DIR and make it the current Deployment",
-		Long: "helmr deploy builds the Go agent package in DIR, reads its manifest and uploads the binary to\n" +
+		Long: "helmr deploy builds the agent package in DIR (a Go main package, or a TypeScript package with a\n" +
+			"package.json depending on @helmr/sdk: npm ci when node_modules is missing, then the SDK's bundler),\n" +
+			"reads its manifest and uploads the binary (or bundle) to\n" +
 			"the control plane (HELMR_API_URL), which stores it as an immutable, content-addressed Deployment\n" +
 			"and makes it current. New Sessions pin it; existing Sessions keep their Deployment.\n" +
 			"When the Templates have Copy(dst, source) steps, the files and directories they name (relative\n" +
@@ -34,7 +36,7 @@ func New(g *clienv.Globals) *cobra.Command {
 				return err
 			}
 			defer os.RemoveAll(tmp)
-			b, err := builder.BuildDir(cmd.Context(), args[0], tmp)
+			b, err := builder.BuildDirLog(cmd.Context(), args[0], tmp, g.Streams.Err)
 			if err != nil {
 				return err
 			}

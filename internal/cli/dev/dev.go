@@ -27,8 +27,9 @@ func Command() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dev [flags] DIR",
 		Short: "Run an agent package on an embedded control plane, redeploying on change",
-		Long: "helmr dev builds the Go agent package in DIR, deploys it to an embedded control plane\n" +
-			"listening on loopback, and rebuilds and redeploys it whenever its sources change.\n" +
+		Long: "helmr dev builds the agent package in DIR (a Go main package, or a TypeScript package with a\n" +
+			"package.json depending on @helmr/sdk, bundled and run by Node), deploys it to an embedded control\n" +
+			"plane listening on loopback, and rebuilds and redeploys it whenever its sources change.\n" +
 			"New Sessions pin the newest Deployment; existing Sessions keep theirs.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -48,7 +49,7 @@ func Command() *cobra.Command {
 
 func run(ctx context.Context, o *serve.Options, dir string, out, errw io.Writer) error {
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		return fmt.Errorf("%s is not a directory with a Go agent package", dir)
+		return fmt.Errorf("%s is not a directory with a Go or TypeScript agent package", dir)
 	}
 	r, err := serve.Start(ctx, o, errw)
 	if err != nil {
@@ -62,7 +63,7 @@ func run(ctx context.Context, o *serve.Options, dir string, out, errw io.Writer)
 	fmt.Fprintf(out, "helmr dev: control plane on %s (data in %s)\n", r.URL, o.DataDir)
 	fmt.Fprintf(out, "API key: %s (kept in %s)\n", key, filepath.Join(o.DataDir, "api-key"))
 	fmt.Fprintf(out, "  export HELMR_API_URL=%s HELMR_API_KEY=%s\n", r.URL, key)
-	fp, copied, err := publish(ctx, r, dir, nil, out)
+	fp, copied, err := publish(ctx, r, dir, nil, out, errw)
 	if err != nil {
 		r.CP.Close(ctx)
 		return err
@@ -72,15 +73,23 @@ func run(ctx context.Context, o *serve.Options, dir string, out, errw io.Writer)
 }
 
 // publish builds dir and makes it the current Deployment, with the sources
-// its Templates' Copy steps read packed the way helmr deploy packs them; it
-// returns the fingerprint of the sources it built from (given the paths the
-// previous build copied; those of this build when it succeeds).
-func publish(ctx context.Context, r *serve.Running, dir string, copied []string, out io.Writer) (string, []string, error) {
+// its Templates' Copy steps read packed the way helmr deploy packs them
+// (npm's progress goes to errw); it returns the fingerprint of the sources
+// it built from (given the paths the previous build copied; those of this
+// build when it succeeds).
+func publish(ctx context.Context, r *serve.Running, dir string, copied []string, out, errw io.Writer) (string, []string, error) {
+	if deploy.IsNodePackage(dir) {
+		// Before the fingerprint: npm install may write package-lock.json.
+		if err := deploy.InstallDeps(ctx, dir, errw); err != nil {
+			fp, _ := deploy.Fingerprint(dir) // retried when the sources change
+			return fp + deploy.FingerprintPaths(dir, copied), copied, err
+		}
+	}
 	fp, err := deploy.Fingerprint(dir)
 	if err != nil {
 		return "", copied, err
 	}
-	b, err := deploy.BuildDir(ctx, dir, r.CP.DeploymentsDir())
+	b, err := deploy.BuildDirLog(ctx, dir, r.CP.DeploymentsDir(), errw)
 	if err != nil {
 		return fp + deploy.FingerprintPaths(dir, copied), copied, err
 	}
@@ -139,7 +148,7 @@ func watch(ctx context.Context, r *serve.Running, dir, last string, copied []str
 			continue
 		}
 		fmt.Fprintln(out, "change detected; rebuilding")
-		fp, copied, err = publish(ctx, r, dir, copied, out)
+		fp, copied, err = publish(ctx, r, dir, copied, out, errw)
 		if err != nil {
 			fmt.Fprintf(errw, "build failed; the previous deployment stays current:\n%v\n", err)
 		}

@@ -393,7 +393,9 @@ func (p *Provider) unsafeCommand(ws, tmp, dir string, env []string, ps computer.
 		return in
 	}
 	argv := append([]string(nil), ps.Argv...)
-	argv[0] = hostPath(argv[0])
+	for i := range argv {
+		argv[i] = hostPath(argv[i])
+	}
 	for i, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
 		if strings.HasPrefix(v, "/") {
