@@ -46,6 +46,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -201,7 +202,17 @@ func RunVector(ctx context.Context, v Vector, argv []string) (err error) {
 	cmd := exec.Command(argv[0], append(append([]string(nil), argv[1:]...), v.Args...)...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "TMPDIR=" + dir}
 	if len(v.Args) == 0 {
-		cmd.Env = append(cmd.Env, protocol.EnvSocket+"="+sock, protocol.EnvToken+"="+r.token,
+		// The credential comes as the control plane's launcher gives it:
+		// alone on a pipe at descriptor 3.
+		tr, tw, err := os.Pipe()
+		if err != nil {
+			return err
+		}
+		tw.WriteString(r.token)
+		tw.Close()
+		defer tr.Close()
+		cmd.ExtraFiles = []*os.File{tr}
+		cmd.Env = append(cmd.Env, protocol.EnvSocket+"="+sock, protocol.EnvTokenFD+"="+strconv.Itoa(protocol.TokenFD),
 			protocol.EnvAgent+"="+v.Agent, protocol.EnvReconnectWindow+"=30s")
 	}
 	var stdout, stderr bytes.Buffer

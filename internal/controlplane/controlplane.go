@@ -297,8 +297,13 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		ReconnectWindow: cfg.ReconnectWindow, ReattachWindow: cfg.ReattachWindow, Freezer: fz,
 		LeaseTTL: cfg.LeaseTTL, ResolveBinary: cp.resolveBinary, ResolveSources: cp.resolveSources})
 	cp.cleanups = cleanups
-	cp.Server = server.New(cp.Engine, server.Options{Logger: cfg.Logger, DeploymentsDir: cp.DeploymentsDir(), Ready: cp.ready,
-		Publish: cp.PublishDeployment})
+	opts := server.Options{Logger: cfg.Logger, DeploymentsDir: cp.DeploymentsDir(), Ready: cp.ready, Publish: cp.PublishDeployment}
+	// An uploaded program prints its manifest in a sandbox, like every
+	// other process of its code.
+	if cl, ok := l.(*supervisor.ComputerLauncher); ok {
+		opts.ReadManifest = cl.ReadManifest
+	}
+	cp.Server = server.New(cp.Engine, opts)
 	cp.protoLn, err = net.Listen("unix", cp.SocketPath)
 	if err != nil {
 		cp.closeStore()

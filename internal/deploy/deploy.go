@@ -47,36 +47,68 @@ func ReadManifest(ctx context.Context, binary string) (helmrtype.Manifest, error
 }
 
 // ReadManifestAs runs the artifact with the manifest flag, as its runtime
-// runs it (a native binary itself, a Node bundle with `node`), with only
-// PATH in its environment and 30 seconds, and decodes what it prints. The
-// manifest must name the same runtime.
+// runs it (a native binary itself, a Node bundle with `node`), on this
+// host with only PATH in its environment and 30 seconds, and decodes what
+// it prints (DecodeManifest). It is for programs built here (helmr dev,
+// helmr deploy); a server runs an uploaded one in a sandbox instead.
 func ReadManifestAs(ctx context.Context, artifact, runtime string) (helmrtype.Manifest, error) {
-	var m helmrtype.Manifest
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, ManifestTimeout)
 	defer cancel()
-	var cmd *exec.Cmd
-	hint := "is it built with helmr.Main?"
-	switch runtime {
-	case helmrtype.RuntimeNative:
-		cmd = exec.CommandContext(ctx, artifact, protocol.ManifestFlag)
-	case helmrtype.RuntimeNode:
+	path := artifact
+	if runtime == helmrtype.RuntimeNode {
 		mjs, done, err := moduleFile(artifact)
 		if err != nil {
-			return m, err
+			return helmrtype.Manifest{}, err
 		}
 		defer done()
-		cmd = exec.CommandContext(ctx, "node", mjs, protocol.ManifestFlag)
-		hint = "is it bundled by @helmr/sdk's helmr-bundle?"
-	default:
-		return m, helmrtype.Errorf(helmrtype.CodeInvalidRequest, "unknown agent program runtime %q (want %q or %q)", runtime, helmrtype.RuntimeNative, helmrtype.RuntimeNode)
+		path = mjs
 	}
+	argv, err := ManifestArgv(runtime, path)
+	if err != nil {
+		return helmrtype.Manifest{}, err
+	}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		msg := bytes.TrimSpace(stderr.Bytes())
-		var exit *exec.ExitError
-		if errors.As(err, &exit) && exit.ExitCode() == 2 && len(msg) > 0 {
+	err = cmd.Run()
+	code := 0
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		code = exit.ExitCode()
+	}
+	return DecodeManifest(stdout.Bytes(), stderr.Bytes(), code, err, runtime)
+}
+
+// ManifestTimeout bounds one run of an agent program with the manifest
+// flag.
+const ManifestTimeout = 30 * time.Second
+
+// ManifestArgv returns the command that prints the manifest of the
+// artifact at path for runtime: the binary itself, or `node` on a bundle
+// (whose path must end in .mjs).
+func ManifestArgv(runtime, path string) ([]string, error) {
+	switch runtime {
+	case helmrtype.RuntimeNative:
+		return []string{path, protocol.ManifestFlag}, nil
+	case helmrtype.RuntimeNode:
+		return []string{"node", path, protocol.ManifestFlag}, nil
+	}
+	return nil, helmrtype.Errorf(helmrtype.CodeInvalidRequest, "unknown agent program runtime %q (want %q or %q)", runtime, helmrtype.RuntimeNative, helmrtype.RuntimeNode)
+}
+
+// DecodeManifest turns what a run of ManifestArgv printed into the
+// manifest: exitCode and runErr say how it ended (runErr nil for exit 0).
+// The manifest must name runtime and have valid runtime MCP policies.
+func DecodeManifest(stdout, stderr []byte, exitCode int, runErr error, runtime string) (helmrtype.Manifest, error) {
+	var m helmrtype.Manifest
+	hint := "is it built with helmr.Main?"
+	if runtime == helmrtype.RuntimeNode {
+		hint = "is it bundled by @helmr/sdk's helmr-bundle?"
+	}
+	if runErr != nil {
+		msg := bytes.TrimSpace(stderr)
+		if exitCode == 2 && len(msg) > 0 {
 			// helmr.Main (and the TypeScript SDK) exits 2 when the
 			// program's definitions are invalid.
 			code := helmrtype.CodeInvalidRequest
@@ -85,9 +117,9 @@ func ReadManifestAs(ctx context.Context, artifact, runtime string) (helmrtype.Ma
 			}
 			return m, helmrtype.Errorf(code, "the agent program's definitions are invalid: %s", msg)
 		}
-		return m, helmrtype.Errorf(helmrtype.CodeInvalidRequest, "the agent program did not print its manifest (%s): %v %s", hint, err, msg)
+		return m, helmrtype.Errorf(helmrtype.CodeInvalidRequest, "the agent program did not print its manifest (%s): %v %s", hint, runErr, msg)
 	}
-	if err := json.Unmarshal(stdout.Bytes(), &m); err != nil {
+	if err := json.Unmarshal(stdout, &m); err != nil {
 		return m, helmrtype.Errorf(helmrtype.CodeInvalidRequest, "the agent program's manifest is not valid: %v", err)
 	}
 	if m.Runtime != runtime {

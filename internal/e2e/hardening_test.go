@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime/multipart"
 	"net"
 	"net/http"
 	"os"
@@ -345,4 +346,42 @@ func TestDiskLimitStopsCommandsAndTurns(t *testing.T) {
 		t.Fatalf("a Turn past its disk limit: %+v", o)
 	}
 	t.Logf("the Turn: %s: %s", o.Status, o.Error.Message)
+}
+
+// TestUploadedProgramPrintsItsManifestInASandbox: the program a client
+// uploads runs with the manifest flag inside a sandbox, not on the host:
+// it cannot write a host file or read the server's environment, and its
+// manifest is still read.
+func TestUploadedProgramPrintsItsManifestInASandbox(t *testing.T) {
+	t.Setenv("HELMR_CANARY_SECRET", "server-secret-42")
+	p := startPlane(t, "")
+	m, err := json.Marshal(agentBinary(t).Manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(t.TempDir(), "escaped")
+	script := "#!/bin/sh\n" +
+		"echo escaped > " + marker + " 2>/dev/null\n" +
+		"env | grep -q server-secret-42 && echo leaked > " + marker + "\n" +
+		"cat <<'EOF'\n" + string(m) + "\nEOF\n"
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	fw, _ := mw.CreateFormFile("binary", "agent")
+	fw.Write([]byte(script))
+	mw.Close()
+	req, _ := http.NewRequest("POST", p.url+"/v1/deployments", &body)
+	req.Header.Set("Authorization", "Bearer "+p.key)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 201 && resp.StatusCode != 200 {
+		t.Fatalf("upload: %d %s", resp.StatusCode, out)
+	}
+	if b, err := os.ReadFile(marker); err == nil {
+		t.Fatalf("the uploaded program ran on the host: %q", b)
+	}
 }

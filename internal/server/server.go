@@ -70,6 +70,10 @@ type Options struct {
 	// publishes it with the engine alone. The control plane adds keeping
 	// the binary and the sources where other nodes find them.
 	Publish func(ctx context.Context, digest string, m helmrtype.Manifest, path, sourcesDigest string) (*helmrtype.Deployment, error)
+	// ReadManifest runs an uploaded artifact (at path, for runtime) with
+	// the manifest flag; the control plane runs it in a sandbox. nil runs
+	// it on this host (deploy.ReadManifestAs).
+	ReadManifest func(ctx context.Context, path, runtime string) (helmrtype.Manifest, error)
 }
 
 // Server serves the REST API.
@@ -568,7 +572,11 @@ func (s *Server) createDeployment(w http.ResponseWriter, r *http.Request) error 
 	if sent != nil {
 		runtime = sent.Runtime
 	}
-	m, err := deploy.ReadManifestAs(r.Context(), path, runtime)
+	readManifest := s.opts.ReadManifest
+	if readManifest == nil {
+		readManifest = deploy.ReadManifestAs
+	}
+	m, err := readManifest(r.Context(), path, runtime)
 	if err != nil {
 		return err
 	}

@@ -1,17 +1,22 @@
 package supervisor
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
 
 	"github.com/helmr-go/helmr/internal/computer"
+	"github.com/helmr-go/helmr/internal/deploy"
 	"github.com/helmr-go/helmr/internal/protocol"
 )
 
@@ -196,3 +201,83 @@ func (p *computerProcess) Done() <-chan struct{} { return p.done }
 func (p *computerProcess) PID() int   { return p.pr.PID() }
 func (p *computerProcess) Err() error { return p.err }
 func (p *computerProcess) Kill()      { p.pr.Signal(syscall.SIGKILL) }
+
+// Limits of a manifest run (ReadManifest).
+var manifestResources = helmrtype.ResourcesManifest{CPU: 1, Memory: "1GiB", Processes: 256, Disk: "64MiB"}
+
+// maxManifestOutput bounds what a manifest run may print on each stream.
+const maxManifestOutput = 8 << 20
+
+// ReadManifest runs an uploaded artifact with the manifest flag the way
+// its runtime runs it, in a throwaway Computer of the provider: a host
+// image, no network, its own limits and deadline (deploy.ManifestTimeout),
+// so that code a client uploads never runs on the host as the control
+// plane. It returns the manifest it printed (deploy.DecodeManifest).
+func (l *ComputerLauncher) ReadManifest(ctx context.Context, artifact, runtime string) (helmrtype.Manifest, error) {
+	dst := agentPath
+	if runtime == helmrtype.RuntimeNode {
+		dst = bundlePath
+	}
+	argv, err := deploy.ManifestArgv(runtime, dst)
+	if err != nil {
+		return helmrtype.Manifest{}, err
+	}
+	var id [8]byte
+	rand.Read(id[:])
+	spec := computer.Spec{ID: "manifest-" + hex.EncodeToString(id[:]), Image: computer.Image{Host: true}, Resources: manifestResources}
+	if err := l.Provider.Create(ctx, spec); err != nil {
+		return helmrtype.Manifest{}, err
+	}
+	defer l.Provider.Delete(context.WithoutCancel(ctx), spec.ID)
+	stdout, stderr := &cappedBuffer{max: maxManifestOutput}, &cappedBuffer{max: maxManifestOutput}
+	pr, err := l.Provider.Start(ctx, spec, computer.ProcessSpec{Argv: argv, Binds: []computer.Bind{{Src: artifact, Dst: dst}},
+		Stdout: stdout, Stderr: stderr})
+	if err != nil {
+		return helmrtype.Manifest{}, fmt.Errorf("read the manifest: %w", err)
+	}
+	timer := time.NewTimer(deploy.ManifestTimeout)
+	defer timer.Stop()
+	var runErr error
+	select {
+	case <-pr.Done():
+	case <-timer.C:
+		runErr = fmt.Errorf("it did not exit within %s", deploy.ManifestTimeout)
+	case <-ctx.Done():
+		runErr = ctx.Err()
+	}
+	if runErr != nil {
+		pr.Signal(syscall.SIGKILL)
+	}
+	code, werr := pr.Wait()
+	switch {
+	case runErr != nil:
+	case werr != nil:
+		runErr = werr
+	case code != 0:
+		runErr = fmt.Errorf("exit status %d", code)
+	}
+	return deploy.DecodeManifest(stdout.Bytes(), stderr.Bytes(), code, runErr, runtime)
+}
+
+// cappedBuffer keeps the first max bytes written to it and drops the rest.
+type cappedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+	max int
+}
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if room := b.max - b.buf.Len(); room > 0 {
+		b.buf.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+// Bytes returns what was kept.
+func (b *cappedBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Bytes()
+}
