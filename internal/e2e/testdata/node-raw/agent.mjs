@@ -6,6 +6,7 @@
 // manifest, upload, launch under node in the sandbox) before the SDK exists.
 import net from "node:net";
 import crypto from "node:crypto";
+import fs from "node:fs";
 
 const PREFIX = "node says: ";
 
@@ -20,7 +21,13 @@ if (process.argv.includes("--helmr-manifest")) {
 }
 
 const socket = process.env.HELMR_SESSION_SOCKET;
-const token = process.env.HELMR_SESSION_TOKEN;
+// The credential is alone on the descriptor HELMR_SESSION_TOKEN_FD names
+// (docs/protocol.md, section 1).
+const tokenFD = process.env.HELMR_SESSION_TOKEN_FD;
+const token = tokenFD ? fs.readFileSync(Number(tokenFD), "utf8").trim() : process.env.HELMR_SESSION_TOKEN;
+if (tokenFD) fs.closeSync(Number(tokenFD));
+delete process.env.HELMR_SESSION_TOKEN_FD;
+delete process.env.HELMR_SESSION_TOKEN;
 if (!socket) {
   console.error("HELMR_SESSION_SOCKET is not set: run me through helmr");
   process.exit(2);
