@@ -15,10 +15,12 @@ npm-deps:
 test-go:
 	go test -race ./...
 
-# The TypeScript SDK's own tests (node --test), when it exists and npm is there.
+# The TypeScript SDK's own tests (node --test), when it exists and npm is
+# there; its end-to-end suite runs against a helmr built here (HELMR_BIN).
 test-ts:
 	@if [ -f sdk/typescript/package.json ] && command -v npm >/dev/null 2>&1; then \
-		cd sdk/typescript && npm test; \
+		bin=$$(mktemp -d) && go build -o $$bin/helmr ./cmd/helmr && \
+		(cd sdk/typescript && HELMR_BIN=$$bin/helmr npm test); rc=$$?; rm -rf $$bin; exit $$rc; \
 	else echo "skipping the TypeScript SDK's tests (no sdk/typescript or no npm)"; fi
 
 test-short:

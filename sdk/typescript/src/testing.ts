@@ -6,7 +6,7 @@
  *   const h = await startHelmr({ dir: "." })
  *   try { ... h.client.sessions.create(...) ... } finally { await h.close() }
  */
-import { spawn, execFile } from "node:child_process"
+import { spawn, execFile, execFileSync } from "node:child_process"
 import type { ChildProcess } from "node:child_process"
 import * as fs from "node:fs"
 import { createServer } from "node:net"
@@ -129,7 +129,11 @@ export async function startHelmr(options: StartOptions): Promise<Helmr> {
     if (mode === "server") {
       const out = path.join(dataDir, "bundle.mjs")
       await bundle(dir, out)
-      await client.deployments.create({ binary: fs.readFileSync(out) })
+      // The manifest part names the bundle's runtime ("node"), as helmr
+      // deploy sends it; the server checks it against what the bundle
+      // prints.
+      const manifest = execFileSync(process.execPath, [out, "--helmr-manifest"], { env: { PATH: process.env.PATH ?? "" } }).toString()
+      await client.deployments.create({ binary: fs.readFileSync(out), manifest })
     }
     let deployment: Deployment
     for (;;) {

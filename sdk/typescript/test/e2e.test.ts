@@ -26,7 +26,7 @@ describe("end to end", { skip: bin ? false : "no helmr binary: set HELMR_BIN (go
   let h: Helmr
   before(async () => {
     linkFixture()
-    h = await startHelmr({ dir: fixture, bin, mode: (process.env.HELMR_TEST_MODE as "dev" | "server") ?? "server" })
+    h = await startHelmr({ dir: fixture, bin, mode: (process.env.HELMR_TEST_MODE as "dev" | "server") ?? "dev" })
   })
   after(async () => { await h?.close() })
 
