@@ -274,6 +274,17 @@ export class SessionRef<A extends AgentContract = AgentContract<string, JsonValu
   }
 }
 
+/**
+ * An AskState with its question's answer spec in camelCase (`allowText`):
+ * `answer` is a raw key elsewhere (a responder's answer), but the question's
+ * answer spec is an API shape. Option values stay as sent.
+ */
+function askState(a: T.AskState): T.AskState {
+  const q = a?.question as { answer?: unknown } | undefined
+  if (!q || typeof q.answer !== "object" || q.answer === null) return a
+  return { ...a, question: { ...a.question, answer: camel(q.answer) as T.AskState["question"]["answer"] } }
+}
+
 /** A handle on a Turn. */
 export class TurnRef<A extends AgentContract = AgentContract<string, JsonValue, JsonValue>> {
   constructor(private readonly client: HelmrClient, readonly sessionId: string, readonly id: string) {}
@@ -323,12 +334,13 @@ export class TurnRef<A extends AgentContract = AgentContract<string, JsonValue, 
   readonly asks: T.TurnAsks = {
     list: async (query = {}, options) => {
       const p = await this.client.request<{ asks: T.AskState[]; nextCursor?: string }>("GET", `${this.path}/asks`, { ...options, query })
-      return p.nextCursor ? { items: p.asks, nextCursor: p.nextCursor } : { items: p.asks }
+      const items = p.asks.map(askState)
+      return p.nextCursor ? { items, nextCursor: p.nextCursor } : { items }
     },
-    get: (askId, options) => this.client.request<T.AskState>("GET", `${this.path}/asks/${enc(askId)}`, { ...options }),
-    respond: (askId, body, options) => {
+    get: async (askId, options) => askState(await this.client.request<T.AskState>("GET", `${this.path}/asks/${enc(askId)}`, { ...options })),
+    respond: async (askId, body, options) => {
       if (!body?.responseId) throw new TypeError("asks.respond: responseId is required (reuse it to retry)")
-      return this.client.request<T.AskState>("POST", `${this.path}/asks/${enc(askId)}/respond`, { ...options, body: { answer: body.answer, response_id: body.responseId } })
+      return askState(await this.client.request<T.AskState>("POST", `${this.path}/asks/${enc(askId)}/respond`, { ...options, body: { answer: body.answer, response_id: body.responseId } }))
     },
   }
 }
