@@ -30,3 +30,25 @@ test("asks: a question's answer spec is camelCase (allowText); option values sta
   const page = await c2.sessions.ref("s1").turns.ref("t1").asks.list()
   assert.equal(page.items[0].question.answer.allowText, true)
 })
+
+test("input must be finite JSON: create, enqueue and send refuse NaN, Infinity and bigint with input_invalid, sending nothing", async () => {
+  const { client, calls } = fakeClient({})
+  const code = async (p: Promise<unknown>) => { try { await p; return "none" } catch (e) { return (e as HelmrError).code } }
+  assert.equal(await code(client.sessions.create({ agent: "w", input: { n: NaN } as never })), "input_invalid")
+  assert.equal(await code(client.sessions.ref("s").enqueue({ n: Infinity } as never)), "input_invalid")
+  assert.equal(await code(client.sessions.ref("s").enqueue({ n: 1n } as never)), "input_invalid")
+  assert.equal(await code(client.sessions.ref("s").turns.ref("t").send([{ type: "json", value: NaN }] as never)), "input_invalid")
+  assert.equal(calls.length, 0)
+})
+
+test("live message input is InputContent: no string shorthand (the spec's content rules)", async () => {
+  const { client, calls } = fakeClient({ id: "m1", status: "accepted" })
+  const turn = client.sessions.ref("s").turns.ref("t")
+  await turn.send([{ type: "text", text: "hi" }])
+  assert.deepEqual(JSON.parse(String(calls[0].init.body)).content, [{ type: "text", text: "hi" }])
+  const typeOnly = () => {
+    // @ts-expect-error: a message is InputContent, not a string
+    void turn.send("hi")
+  }
+  void typeOnly
+})

@@ -85,9 +85,9 @@ describe("end to end", { skip: bin ? false : "no helmr binary: set HELMR_BIN (go
 
   test("onMessage with MessageRejected: the Turn goes on, the timeline records message.rejected", async () => {
     const { session, turn } = await h.client.sessions.create({ agent: "messenger", input: [] })
-    await turn.send("first")
+    await turn.send(text("first"))
     await turn.send([{ type: "text", text: "bad" }])
-    await turn.send("done")
+    await turn.send(text("done"))
     const o = await turn.wait({ timeout: "30s" })
     assert.equal(o.status, "settled")
     if (o.status === "settled") assert.deepEqual(o.outcome.result, { got: ["first", "done"] })

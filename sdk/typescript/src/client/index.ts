@@ -1,5 +1,6 @@
 /** `HelmrClient`: the REST API (docs/api.md) with the spec's names. */
 import type { AgentContract, AgentInput, AgentResult } from "../agent.js"
+import { encodeJSON } from "../content.js"
 import type { InputContent, JsonValue } from "../content.js"
 import { parseDuration } from "../duration.js"
 import { HelmrError } from "../errors.js"
@@ -45,8 +46,9 @@ function camel(v: unknown): unknown {
 
 const enc = encodeURIComponent
 
-function toInputContent(m: InputContent | string): InputContent {
-  return typeof m === "string" ? [{ type: "text", text: m }] : m
+/** Refuses input that is not finite JSON (JSON.stringify would send NaN as null, drop undefined, throw on bigint). */
+function checkInput(v: unknown, what: string): void {
+  encodeJSON(v, what, "input_invalid")
 }
 
 function timeoutMs(t: string | number): number {
@@ -135,7 +137,10 @@ export class HelmrClient {
   private async createSession(request: T.SessionCreateRequest<AgentContract>, options?: T.RequestOptions): Promise<T.SessionCreateReceipt<AgentContract>> {
     if (typeof request !== "object" || request === null || typeof request.agent !== "string" || request.agent === "") throw new TypeError("sessions.create: agent is required")
     const body: Record<string, unknown> = { agent: request.agent, idempotency_key: request.idempotencyKey ?? uuidv7() }
-    if (request.input !== undefined) body.input = request.input
+    if (request.input !== undefined) {
+      checkInput(request.input, "sessions.create: input")
+      body.input = request.input
+    }
     if (request.key !== undefined) body.key = request.key
     if (request.computer) body.computer_id = request.computer.id
     if (request.slack) body.slack_channel_id = request.slack.channelId
@@ -240,6 +245,7 @@ export class SessionRef<A extends AgentContract = AgentContract<string, JsonValu
   get(options?: T.RequestOptions): Promise<T.Session> { return this.client.sessions.get(this.id, options) }
 
   async enqueue(input: AgentInput<A>, opts?: { idempotencyKey?: string }, options?: T.RequestOptions): Promise<T.TurnRefLike<A>> {
+    checkInput(input, "enqueue: input")
     const t = await this.client.request<T.TurnState>("POST", `${this.path}/turns`, { ...options, body: withKey(opts, { input }) })
     return new TurnRef<A>(this.client, this.id, t.id)
   }
@@ -323,8 +329,9 @@ export class TurnRef<A extends AgentContract = AgentContract<string, JsonValue, 
     }
   }
 
-  send(message: InputContent | string, opts?: { idempotencyKey?: string }, options?: T.RequestOptions) {
-    return this.client.request<T.MessageReceipt>("POST", `${this.path}/messages`, { ...options, body: withKey(opts, { content: toInputContent(message) }) })
+  async send(message: InputContent, opts?: { idempotencyKey?: string }, options?: T.RequestOptions): Promise<T.MessageReceipt> {
+    checkInput(message, "send: message")
+    return this.client.request<T.MessageReceipt>("POST", `${this.path}/messages`, { ...options, body: withKey(opts, { content: message }) })
   }
 
   interrupt(opts?: { idempotencyKey?: string }, options?: T.RequestOptions) {

@@ -154,7 +154,7 @@ export interface TurnRefLike<A extends AgentContract = AgentContract<string, Jso
   get(options?: RequestOptions): Promise<TurnState<AgentInput<A>, AgentResult<A>>>
   wait(options?: { signal?: AbortSignal; timeout?: undefined }): Promise<TurnOutcome<AgentResult<A>>>
   wait(options: { timeout: string | number; signal?: AbortSignal }): Promise<TimedTurnWaitResult<AgentResult<A>>>
-  send(message: InputContent | string, opts?: { idempotencyKey?: string }, options?: RequestOptions): Promise<MessageReceipt>
+  send(message: InputContent, opts?: { idempotencyKey?: string }, options?: RequestOptions): Promise<MessageReceipt>
   interrupt(opts?: { idempotencyKey?: string }, options?: RequestOptions): Promise<TurnInterruptReceipt>
   readonly asks: TurnAsks
 }
