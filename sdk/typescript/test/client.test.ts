@@ -52,3 +52,14 @@ test("live message input is InputContent: no string shorthand (the spec's conten
   }
   void typeOnly
 })
+
+test("attach checks the Session's actual Agent and Deployment: deploymentId is required", async () => {
+  const session = { id: "s1", agent: "worker", deployment_id: "d1", root_session_id: "s1", status: "open", holds: [] }
+  const { client } = fakeClient(session)
+  const ok = await client.sessions.attach({ id: "s1", agent: "worker", deploymentId: "d1" })
+  assert.equal(ok.id, "s1")
+  await assert.rejects(client.sessions.attach({ id: "s1", agent: "worker", deploymentId: "d2" }), (e: unknown) => (e as HelmrError).code === "conflict")
+  await assert.rejects(client.sessions.attach({ id: "s1", agent: "other", deploymentId: "d1" }), (e: unknown) => (e as HelmrError).code === "conflict")
+  // @ts-expect-error: the Deployment identity is part of the check
+  await assert.rejects(client.sessions.attach({ id: "s1", agent: "worker" }), TypeError)
+})

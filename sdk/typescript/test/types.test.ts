@@ -57,7 +57,7 @@ async function typedInvocation(client: HelmrClient) {
   await client.sessions.create<typeof worker>({ agent: "worker", input: { issue: "42" } })
   // @ts-expect-error: the agent id must be the definition's
   await client.sessions.create<typeof worker>({ agent: "other", input: { issue: 1 } })
-  const attached = await client.sessions.attach<typeof worker>({ id: "s", agent: "worker" })
+  const attached = await client.sessions.attach<typeof worker>({ id: "s", agent: "worker", deploymentId: "d" })
   await attached.enqueue({ issue: 2 })
 }
 void typedInvocation

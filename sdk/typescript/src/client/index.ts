@@ -125,11 +125,15 @@ export class HelmrClient {
     },
     /** A local handle, without a network request; JSON types, no checked contract. */
     ref: (id: string): T.SessionRefLike => new SessionRef(this, id),
-    /** A typed handle on an existing Session, after checking its Agent (and Deployment when given). */
-    attach: async <A extends AgentContract>(opts: { id: string; agent: A["id"]; deploymentId?: string }, options?: T.RequestOptions): Promise<T.SessionRefLike<A>> => {
+    /**
+     * A typed handle on an existing Session, after checking its actual Agent
+     * and Deployment: the types hold only for the code deployed there.
+     */
+    attach: async <A extends AgentContract>(opts: { id: string; agent: A["id"]; deploymentId: string }, options?: T.RequestOptions): Promise<T.SessionRefLike<A>> => {
+      if (typeof opts?.deploymentId !== "string" || opts.deploymentId === "") throw new TypeError("sessions.attach: deploymentId is required: the typed contract holds for one Deployment's code")
       const s = await this.sessions.get(opts.id, options)
       if (s.agent !== opts.agent) throw new HelmrError("conflict", `session ${opts.id} is of agent ${JSON.stringify(s.agent)}, not ${JSON.stringify(opts.agent)}`, { agent: s.agent })
-      if (opts.deploymentId !== undefined && s.deploymentId !== opts.deploymentId) throw new HelmrError("conflict", `session ${opts.id} is pinned to deployment ${s.deploymentId}, not ${opts.deploymentId}`, { deployment_id: s.deploymentId })
+      if (s.deploymentId !== opts.deploymentId) throw new HelmrError("conflict", `session ${opts.id} is pinned to deployment ${s.deploymentId}, not ${opts.deploymentId}`, { deployment_id: s.deploymentId })
       return new SessionRef<A>(this, s.id)
     },
   }
