@@ -63,3 +63,14 @@ test("attach checks the Session's actual Agent and Deployment: deploymentId is r
   // @ts-expect-error: the Deployment identity is part of the check
   await assert.rejects(client.sessions.attach({ id: "s1", agent: "worker" }), TypeError)
 })
+
+test("instanceof APIError holds for API answers only, not for every HelmrError", async () => {
+  const { APIError, HelmrError: HE } = await import("@helmr/sdk")
+  const api = new APIError(409, "conflict", "taken")
+  assert.ok(api instanceof APIError)
+  assert.ok(api instanceof HE)
+  assert.ok(!(new HE("conflict") instanceof APIError))
+  const { client } = fakeClient({ error: { code: "not_found", message: "no" } }, 404)
+  await assert.rejects(client.sessions.get("s"), (e: unknown) => e instanceof APIError && (e as InstanceType<typeof APIError>).status === 404)
+  await assert.rejects(client.sessions.create({ agent: "w", input: { n: NaN } as never }), (e: unknown) => e instanceof HE && !(e instanceof APIError))
+})

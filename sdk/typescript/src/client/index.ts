@@ -9,6 +9,8 @@ import type * as T from "./types.js"
 
 export type * from "./types.js"
 
+const apiErrorBrand = Symbol.for("helmr.sdk.APIError")
+
 /** An error answer of the API: its stable `code`, the server's `requestId` when it sent one, and `details`. */
 export class APIError extends HelmrError {
   readonly status: number
@@ -18,6 +20,11 @@ export class APIError extends HelmrError {
     this.name = "APIError"
     this.status = status
     if (requestId) this.requestId = requestId
+    Object.defineProperty(this, apiErrorBrand, { value: true })
+  }
+  /** An answer of the API only (not any HelmrError), also from another copy of the SDK. */
+  static [Symbol.hasInstance](v: unknown): boolean {
+    return typeof v === "object" && v !== null && (v as Record<symbol, unknown>)[apiErrorBrand] === true
   }
 }
 
