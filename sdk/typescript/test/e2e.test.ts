@@ -33,13 +33,13 @@ describe("end to end", { skip: bin ? false : "no helmr binary: set HELMR_BIN (go
   const textOf = (evs: readonly SessionEvent[]) => evs.filter((e) => e.kind === "turn.output").map((e) => ((e.data.content as Array<{ text?: string }>)[0]?.text ?? "")).join("|")
 
   test("the Deployment lists every exported agent; agents.get shows input kinds and schemas", async () => {
-    assert.deepEqual([...h.deployment.agents].sort(), ["asker", "brittle", "counter", "echo", "failer", "fetcher", "messenger", "planner", "sleeper", "stubborn", "tokener", "worker"])
+    assert.deepEqual([...h.deployment.agents].sort(), ["asker", "brittle", "counter", "echo", "failer", "fetcher", "keeper", "messenger", "planner", "sleeper", "stubborn", "tokener", "worker"])
     assert.equal((h.deployment.manifest as { sdk: string }).sdk, "typescript")
     const w = await h.client.agents.get("worker")
     assert.equal(w.inputKind, "json")
     assert.equal((w.inputSchema as { type: string }).type, "object")
     const page = await h.client.agents.list({ limit: 100 })
-    assert.equal(page.items.length, 12)
+    assert.equal(page.items.length, 13)
   })
 
   test("typed invocation: create<typeof worker>, turn.wait(), a zod async transform; input_invalid and result_invalid", async () => {
@@ -143,6 +143,15 @@ describe("end to end", { skip: bin ? false : "no helmr binary: set HELMR_BIN (go
     const o = await st.wait()
     assert.equal(o.status, "completed")
     assert.ok((o.result as { waited: number }).waited >= 400)
+  })
+
+  test("a child process started in a Turn belongs to the Session: still alive in the next Turn", async () => {
+    const { session, turn } = await h.client.sessions.create({ agent: "keeper", input: text("start") })
+    const first = await turn.wait()
+    assert.equal(first.status, "completed", JSON.stringify(first))
+    const pid = (first.result as { pid: number }).pid
+    const second = await (await session.enqueue(text("check"))).wait()
+    assert.deepEqual(second.result, { pid, alive: true })
   })
 
   test("interrupt runs onCancel; the Turn settles interrupted and the Session serves the next Turn", async () => {
