@@ -131,7 +131,7 @@ export class HelmrClient {
       return page.nextCursor ? { items: page.sessions, nextCursor: page.nextCursor } : { items: page.sessions }
     },
     /** A local handle, without a network request; JSON types, no checked contract. */
-    ref: (id: string): T.SessionRefLike => new SessionRef(this, id),
+    ref: (id: string): T.SessionRefLike => new SessionHandle(this, id),
     /**
      * A typed handle on an existing Session, after checking its actual Agent
      * and Deployment: the types hold only for the code deployed there.
@@ -141,7 +141,7 @@ export class HelmrClient {
       const s = await this.sessions.get(opts.id, options)
       if (s.agent !== opts.agent) throw new HelmrError("conflict", `session ${opts.id} is of agent ${JSON.stringify(s.agent)}, not ${JSON.stringify(opts.agent)}`, { agent: s.agent })
       if (s.deploymentId !== opts.deploymentId) throw new HelmrError("conflict", `session ${opts.id} is pinned to deployment ${s.deploymentId}, not ${opts.deploymentId}`, { deployment_id: s.deploymentId })
-      return new SessionRef<A>(this, s.id)
+      return new SessionHandle<A>(this, s.id)
     },
   }
 
@@ -156,8 +156,8 @@ export class HelmrClient {
     if (request.computer) body.computer_id = request.computer.id
     if (request.slack) body.slack_channel_id = request.slack.channelId
     const r = await this.request<{ session: T.Session; turn: T.TurnState | null }>("POST", "/v1/sessions", { ...options, body })
-    const session = new SessionRef(this, r.session.id)
-    return { session, turn: r.turn ? new TurnRef(this, r.session.id, r.turn.id) : null }
+    const session = new SessionHandle(this, r.session.id)
+    return { session, turn: r.turn ? new TurnHandle(this, r.session.id, r.turn.id) : null }
   }
 
   /** Agents of a Deployment. */
@@ -248,8 +248,8 @@ function withKey(opts: { idempotencyKey?: string } | undefined, extra: Record<st
   return { ...extra, idempotency_key: opts?.idempotencyKey ?? uuidv7() }
 }
 
-/** A handle on a Session. */
-export class SessionRef<A extends AgentContract = AgentContract<string, JsonValue, JsonValue>> implements T.SessionRefLike<A> {
+/** A handle on a Session (the spec's `SessionRef`). */
+class SessionHandle<A extends AgentContract = AgentContract<string, JsonValue, JsonValue>> implements T.SessionRefLike<A> {
   constructor(private readonly client: HelmrClient, readonly id: string) {}
   private get path() { return `/v1/sessions/${enc(this.id)}` }
 
@@ -258,11 +258,11 @@ export class SessionRef<A extends AgentContract = AgentContract<string, JsonValu
   async enqueue(input: AgentInput<A>, opts?: { idempotencyKey?: string }, options?: T.RequestOptions): Promise<T.TurnRefLike<A>> {
     checkInput(input, "enqueue: input")
     const t = await this.client.request<T.TurnState>("POST", `${this.path}/turns`, { ...options, body: withKey(opts, { input }) })
-    return new TurnRef<A>(this.client, this.id, t.id)
+    return new TurnHandle<A>(this.client, this.id, t.id)
   }
 
   readonly turns = {
-    ref: (id: string): T.TurnRefLike<A> => new TurnRef<A>(this.client, this.id, id),
+    ref: (id: string): T.TurnRefLike<A> => new TurnHandle<A>(this.client, this.id, id),
     list: async (query: { cursor?: string; limit?: number } = {}, options?: T.RequestOptions) => {
       const p = await this.client.request<{ turns: T.TurnState[]; nextCursor?: string }>("GET", `${this.path}/turns`, { ...options, query })
       return (p.nextCursor ? { items: p.turns, nextCursor: p.nextCursor } : { items: p.turns }) as T.CursorPage<T.TurnState<AgentInput<A>, AgentResult<A>>>
@@ -302,8 +302,8 @@ function askState(a: T.AskState): T.AskState {
   return { ...a, question: { ...a.question, answer: camel(q.answer) as T.AskState["question"]["answer"] } }
 }
 
-/** A handle on a Turn. */
-export class TurnRef<A extends AgentContract = AgentContract<string, JsonValue, JsonValue>> {
+/** A handle on a Turn (the spec's `TurnRef`). */
+class TurnHandle<A extends AgentContract = AgentContract<string, JsonValue, JsonValue>> implements T.TurnRefLike<A> {
   constructor(private readonly client: HelmrClient, readonly sessionId: string, readonly id: string) {}
   private get path() { return `/v1/sessions/${enc(this.sessionId)}/turns/${enc(this.id)}` }
 

@@ -177,6 +177,11 @@ export interface SessionRefLike<A extends AgentContract = AgentContract<string, 
   cancel(opts?: { idempotencyKey?: string }, options?: RequestOptions): Promise<SessionCancelReceipt>
 }
 
+/** The spec's `SessionRef`: a handle on a Session (typed by a definition, or JSON types for `ref(id)`). */
+export type SessionRef<A extends AgentContract = AgentContract<string, JsonValue, JsonValue>> = SessionRefLike<A>
+/** The spec's `TurnRef`: a handle on a Turn. */
+export type TurnRef<A extends AgentContract = AgentContract<string, JsonValue, JsonValue>> = TurnRefLike<A>
+
 export interface AgentInfo {
   readonly agent: string
   readonly template: string
