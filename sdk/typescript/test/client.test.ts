@@ -74,3 +74,15 @@ test("instanceof APIError holds for API answers only, not for every HelmrError",
   await assert.rejects(client.sessions.get("s"), (e: unknown) => e instanceof APIError && (e as InstanceType<typeof APIError>).status === 404)
   await assert.rejects(client.sessions.create({ agent: "w", input: { n: NaN } as never }), (e: unknown) => e instanceof HE && !(e instanceof APIError))
 })
+
+test("wait({ timeout: 0 }) still asks once: a settled Turn is settled, not a timeout", async () => {
+  const settled = { status: "settled", outcome: { status: "completed", result: { ok: true } } }
+  const { client, calls } = fakeClient(settled)
+  const turn = client.sessions.ref("s").turns.ref("t")
+  const r = await turn.wait({ timeout: 0 })
+  assert.deepEqual(r, { status: "settled", outcome: { status: "completed", result: { ok: true } } })
+  assert.match(calls[0].url, /timeout=0ms/)
+  assert.equal((await turn.wait({ timeout: "0s" })).status, "settled")
+  const { client: c2 } = fakeClient({ status: "timeout" })
+  assert.deepEqual(await c2.sessions.ref("s").turns.ref("t").wait({ timeout: 0 }), { status: "timeout" })
+})

@@ -63,6 +63,7 @@ function timeoutMs(t: string | number): number {
     if (!Number.isFinite(t) || t < 0) throw new TypeError("timeout must be a non-negative number of milliseconds or a Duration")
     return t
   }
+  if (/^0+(\.0*)?(ms|s|m|h|d)$/.test(t)) return 0 // "0s": ask once, do not wait
   return parseDuration(t)
 }
 
@@ -315,12 +316,14 @@ class TurnHandle<A extends AgentContract = AgentContract<string, JsonValue, Json
   async wait(options: { timeout?: string | number; signal?: AbortSignal } = {}): Promise<unknown> {
     const deadline = options.timeout === undefined ? undefined : Date.now() + timeoutMs(options.timeout)
     let failures = 0
+    let asked = false
     for (;;) {
       let chunk = 60_000
       if (deadline !== undefined) {
         const left = deadline - Date.now()
-        if (left <= 0) return { status: "timeout" }
-        chunk = Math.min(chunk, left)
+        // Ask at least once, so a settled Turn is reported even with a zero timeout.
+        if (left <= 0 && asked) return { status: "timeout" }
+        chunk = Math.min(chunk, Math.max(0, left))
       }
       const started = Date.now()
       let r: T.TimedTurnWaitResult
@@ -335,6 +338,7 @@ class TurnHandle<A extends AgentContract = AgentContract<string, JsonValue, Json
         continue
       }
       failures = 0
+      asked = true
       if (r.status === "settled") return deadline === undefined ? r.outcome : r
       if (Date.now() - started < chunk / 10) await sleep(50, options.signal)
     }
