@@ -86,3 +86,15 @@ test("wait({ timeout: 0 }) still asks once: a settled Turn is settled, not a tim
   const { client: c2 } = fakeClient({ status: "timeout" })
   assert.deepEqual(await c2.sessions.ref("s").turns.ref("t").wait({ timeout: 0 }), { status: "timeout" })
 })
+
+test("argument errors of Promise-returning methods reject instead of throwing", async () => {
+  const { client, calls } = fakeClient({})
+  const s = client.sessions.ref("s")
+  let threw = false
+  let p: Promise<unknown> | undefined
+  try { p = s.resume({} as never) } catch { threw = true }
+  assert.equal(threw, false, "resume without holdId rejects")
+  await assert.rejects(p!, TypeError)
+  await assert.rejects(s.turns.ref("t").asks.respond("a", {} as never), TypeError)
+  assert.equal(calls.length, 0)
+})

@@ -280,7 +280,7 @@ class SessionHandle<A extends AgentContract = AgentContract<string, JsonValue, J
   interrupt(opts?: { idempotencyKey?: string }, options?: T.RequestOptions) {
     return this.client.request<T.SessionInterruptReceipt>("POST", `${this.path}/interrupt`, { ...options, body: withKey(opts) })
   }
-  resume(opts: { holdId: string; idempotencyKey?: string }, options?: T.RequestOptions) {
+  async resume(opts: { holdId: string; idempotencyKey?: string }, options?: T.RequestOptions): Promise<T.SessionResumeReceipt> {
     if (!opts?.holdId) throw new TypeError("resume: holdId is required")
     return this.client.request<T.SessionResumeReceipt>("POST", `${this.path}/resume`, { ...options, body: withKey(opts, { hold_id: opts.holdId }) })
   }
