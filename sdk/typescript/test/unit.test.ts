@@ -183,3 +183,10 @@ test("output.pipe: an abort ends it while the iterable is still waiting for its 
   setTimeout(() => rt2.cancel(new HelmrError("interrupted")), 20)
   await assert.rejects(p2, (e: unknown) => (e as HelmrError).code === "interrupted")
 })
+
+test("timers reject (not throw) on a bad duration", async () => {
+  const { timers } = await import("@helmr/sdk")
+  let p: Promise<void> | undefined
+  assert.doesNotThrow(() => { p = timers.waitFor("soon" as never) })
+  await assert.rejects(p!, TypeError)
+})
