@@ -99,7 +99,10 @@ async function main() {
     fail(`esbuild is not installed (run npm ci in ${dir}): ${/** @type {Error} */ (e).message}`)
   }
   const sdkRuntime = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "src", "runtime.ts")
+  const sdkPrelude = path.join(path.dirname(sdkRuntime), "prelude.ts")
   const entry = [
+    // First: the credential leaves the environment before agent modules run.
+    `import ${JSON.stringify(sdkPrelude)}`,
     ...files.map((f, i) => `import * as m${i} from ${JSON.stringify(f)}`),
     `import { run, collectAgents } from ${JSON.stringify(sdkRuntime)}`,
     `await run(collectAgents([${files.map((_, i) => `m${i}`).join(", ")}]))`,

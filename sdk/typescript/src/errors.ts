@@ -47,7 +47,9 @@ export class HelmrError extends Error {
     if (this.details) b.details = this.details
     return b
   }
+  /** By brand, so that it works across copies of the SDK; a subclass without its own check tests its prototype chain. */
   static [Symbol.hasInstance](v: unknown): boolean {
+    if (this !== HelmrError) return Function.prototype[Symbol.hasInstance].call(this, v)
     return typeof v === "object" && v !== null && (v as Record<symbol, unknown>)[helmrErrorBrand] === true
   }
   /** Builds an error from a protocol or REST error body. */

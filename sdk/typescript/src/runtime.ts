@@ -46,6 +46,19 @@ export function takeSessionToken(env: NodeJS.ProcessEnv = process.env): string {
   return token.trim()
 }
 
+/** The credential taken by the bundle's prelude, before agent modules ran. */
+let early: { token: string } | { error: unknown } | undefined
+
+/** Takes the session credential now (the prelude's call); serveFromEnv uses it later. Not when printing the manifest. */
+export function takeSessionTokenEarly(): void {
+  if (early || process.argv[2] === manifestFlag) return
+  try {
+    early = { token: takeSessionToken() }
+  } catch (error) {
+    early = { error }
+  }
+}
+
 /**
  * The entry of a bundle: prints the manifest with `--helmr-manifest`, else
  * serves the Session named by the environment and exits the process with
@@ -75,7 +88,10 @@ export async function run(definitions: readonly AgentDefinition[]): Promise<neve
 /** Connects with the variables the supervisor sets and serves until shutdown; resolves with the exit status. */
 export async function serveFromEnv(defs: readonly AgentDefinition[]): Promise<number> {
   const socket = process.env.HELMR_SESSION_SOCKET ?? ""
-  const token = takeSessionToken()
+  const taken = early
+  early = undefined
+  if (taken && "error" in taken) throw taken.error
+  const token = taken ? taken.token : takeSessionToken()
   const agentId = process.env.HELMR_AGENT ?? ""
   if (!socket || !token) throw new Error("not started by helmr: HELMR_SESSION_SOCKET and a session token (HELMR_SESSION_TOKEN_FD or HELMR_SESSION_TOKEN) are needed")
   let windowMs = 10 * 60_000

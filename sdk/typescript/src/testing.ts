@@ -6,7 +6,7 @@
  *   const h = await startHelmr({ dir: "." })
  *   try { ... h.client.sessions.create(...) ... } finally { await h.close() }
  */
-import { spawn, execFile, execFileSync } from "node:child_process"
+import { spawn, execFile } from "node:child_process"
 import type { ChildProcess } from "node:child_process"
 import * as fs from "node:fs"
 import { createServer } from "node:net"
@@ -77,6 +77,16 @@ export function bundle(dir: string, out: string): Promise<void> {
   })
 }
 
+/** Runs a bundle with `--helmr-manifest` under this Node and returns the manifest it prints. */
+export function printManifest(bundlePath: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    execFile(process.execPath, [bundlePath, "--helmr-manifest"], { timeout: 30_000, maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
+      if (err) reject(new Error(`${bundlePath} --helmr-manifest: ${stderr.trim() || err.message}`))
+      else resolve(stdout)
+    })
+  })
+}
+
 /** Starts a control plane on the package and waits until its agents are deployed. */
 export async function startHelmr(options: StartOptions): Promise<Helmr> {
   const dir = path.resolve(options.dir)
@@ -129,10 +139,9 @@ export async function startHelmr(options: StartOptions): Promise<Helmr> {
     if (mode === "server") {
       const out = path.join(dataDir, "bundle.mjs")
       await bundle(dir, out)
-      // The manifest part names the bundle's runtime ("node"), as helmr
-      // deploy sends it; the server checks it against what the bundle
-      // prints.
-      const manifest = execFileSync(process.execPath, [out, "--helmr-manifest"], { env: { PATH: process.env.PATH ?? "" } }).toString()
+      // The upload names its runtime in the manifest part (as helmr deploy
+      // does): the server runs a bundle with node only when told so.
+      const manifest = await printManifest(out)
       await client.deployments.create({ binary: fs.readFileSync(out), manifest })
     }
     let deployment: Deployment

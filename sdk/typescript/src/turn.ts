@@ -344,10 +344,40 @@ export class TurnRuntime {
         if (values == null || typeof (values as AsyncIterable<HumanContent>)[Symbol.asyncIterator] !== "function" && typeof (values as unknown as Iterable<HumanContent>)[Symbol.iterator] !== "function") {
           throw new TypeError("output.pipe: values must be an async iterable")
         }
-        for await (const v of values) {
-          const s = options.signal?.aborted ? options.signal : rt.signal.aborted ? rt.signal : undefined
-          if (s) throw s.reason
-          await rt.output(v)
+        const signals = options.signal ? [options.signal, rt.signal] : [rt.signal]
+        const aborted = () => signals.find((s) => s.aborted)
+        const it: AsyncIterator<HumanContent> | Iterator<HumanContent> = typeof (values as AsyncIterable<HumanContent>)[Symbol.asyncIterator] === "function"
+          ? (values as AsyncIterable<HumanContent>)[Symbol.asyncIterator]()
+          : (values as unknown as Iterable<HumanContent>)[Symbol.iterator]()
+        // An abort ends the pipe also while the iterable waits for its next item (and closes it).
+        const close = () => { try { void Promise.resolve(it.return?.()).catch(() => {}) } catch { /* closing is best effort */ } }
+        for (;;) {
+          const a = aborted()
+          if (a) { close(); throw a.reason }
+          let onAbort: () => void = () => {}
+          const ended = new Promise<never>((_, reject) => {
+            onAbort = () => reject(aborted()!.reason)
+            for (const s of signals) s.addEventListener("abort", onAbort, { once: true })
+          })
+          let r: IteratorResult<HumanContent>
+          try {
+            r = await Promise.race([Promise.resolve(it.next()), ended])
+          } catch (e) {
+            if (aborted()) close()
+            throw e
+          } finally {
+            for (const s of signals) s.removeEventListener("abort", onAbort)
+          }
+          if (r.done) return
+          const v = await r.value
+          const b = aborted()
+          if (b) { close(); throw b.reason }
+          try {
+            await rt.output(v)
+          } catch (e) {
+            close()
+            throw e
+          }
         }
       },
     })

@@ -37,9 +37,9 @@ async function timerUntil(until: Date, o?: WaitOptions): Promise<void> {
 /** Timers park a Turn on time only, durably: they resolve after a control-plane restart too. */
 export const timers = Object.freeze({
   /** Waits for a Duration (`"15m"`) or a number of milliseconds. */
-  waitFor(duration: Duration | number, options?: WaitOptions): Promise<void> {
+  async waitFor(duration: Duration | number, options?: WaitOptions): Promise<void> {
     const ms = typeof duration === "number" ? duration : parseDuration(duration)
-    if (!Number.isFinite(ms) || ms < 0) return Promise.reject(new TypeError("timers.waitFor: the duration must be a non-negative number of ms or a Duration"))
+    if (!Number.isFinite(ms) || ms < 0) throw new TypeError("timers.waitFor: the duration must be a non-negative number of ms or a Duration")
     return timerUntil(new Date(Date.now() + ms), options)
   },
   /** Waits until a time. */

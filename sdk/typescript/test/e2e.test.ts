@@ -1,8 +1,8 @@
 // End to end: the fixture package bundled, published and run by a real
 // control plane (HELMR_BIN), through the REST API with HelmrClient.
-// Skipped when HELMR_BIN is unset. HELMR_TEST_MODE=dev runs `helmr dev DIR`
-// (once it takes TypeScript packages); the default publishes the bundle to
-// `helmr server` (POST /v1/deployments).
+// Skipped when HELMR_BIN is unset. By default it runs `helmr dev DIR`, as a
+// user's tests do; HELMR_TEST_MODE=server publishes the bundle to `helmr
+// server` instead (POST /v1/deployments).
 import assert from "node:assert/strict"
 import { execFile } from "node:child_process"
 import * as fs from "node:fs"
@@ -33,13 +33,13 @@ describe("end to end", { skip: bin ? false : "no helmr binary: set HELMR_BIN (go
   const textOf = (evs: readonly SessionEvent[]) => evs.filter((e) => e.kind === "turn.output").map((e) => ((e.data.content as Array<{ text?: string }>)[0]?.text ?? "")).join("|")
 
   test("the Deployment lists every exported agent; agents.get shows input kinds and schemas", async () => {
-    assert.deepEqual([...h.deployment.agents].sort(), ["asker", "brittle", "counter", "echo", "failer", "fetcher", "messenger", "planner", "sleeper", "stubborn", "tokener", "worker"])
+    assert.deepEqual([...h.deployment.agents].sort(), ["asker", "brittle", "counter", "echo", "failer", "fetcher", "keeper", "messenger", "planner", "sleeper", "stubborn", "tokener", "worker"])
     assert.equal((h.deployment.manifest as { sdk: string }).sdk, "typescript")
     const w = await h.client.agents.get("worker")
     assert.equal(w.inputKind, "json")
     assert.equal((w.inputSchema as { type: string }).type, "object")
     const page = await h.client.agents.list({ limit: 100 })
-    assert.equal(page.items.length, 12)
+    assert.equal(page.items.length, 13)
   })
 
   test("typed invocation: create<typeof worker>, turn.wait(), a zod async transform; input_invalid and result_invalid", async () => {
@@ -85,9 +85,9 @@ describe("end to end", { skip: bin ? false : "no helmr binary: set HELMR_BIN (go
 
   test("onMessage with MessageRejected: the Turn goes on, the timeline records message.rejected", async () => {
     const { session, turn } = await h.client.sessions.create({ agent: "messenger", input: [] })
-    await turn.send("first")
+    await turn.send(text("first"))
     await turn.send([{ type: "text", text: "bad" }])
-    await turn.send("done")
+    await turn.send(text("done"))
     const o = await turn.wait({ timeout: "30s" })
     assert.equal(o.status, "settled")
     if (o.status === "settled") assert.deepEqual(o.outcome.result, { got: ["first", "done"] })
@@ -143,6 +143,15 @@ describe("end to end", { skip: bin ? false : "no helmr binary: set HELMR_BIN (go
     const o = await st.wait()
     assert.equal(o.status, "completed")
     assert.ok((o.result as { waited: number }).waited >= 400)
+  })
+
+  test("a child process started in a Turn belongs to the Session: still alive in the next Turn", async () => {
+    const { session, turn } = await h.client.sessions.create({ agent: "keeper", input: text("start") })
+    const first = await turn.wait()
+    assert.equal(first.status, "completed", JSON.stringify(first))
+    const pid = (first.result as { pid: number }).pid
+    const second = await (await session.enqueue(text("check"))).wait()
+    assert.deepEqual(second.result, { pid, alive: true })
   })
 
   test("interrupt runs onCancel; the Turn settles interrupted and the Session serves the next Turn", async () => {

@@ -146,4 +146,4 @@ export function turnStart(id: string, input: unknown, extra: Msg = {}): Msg {
   return { type: "turn.start", turn_id: id, turn: { id, sequence: 1, created_at: new Date().toISOString(), input, source: { kind: "api_key" }, ...extra } }
 }
 
-export const text = (s: string) => [{ type: "text", text: s }]
+export const text = (s: string) => [{ type: "text" as const, text: s }]

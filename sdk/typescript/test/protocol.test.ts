@@ -50,6 +50,7 @@ test("handshake: hello with protocol and pid, token from fd 3, welcome, ready; o
   assert.equal(settle.result.outputSequence, 10)
   assert.equal(settle.result.second, "response_already_staged")
   assert.deepEqual(settle.result.init, { session: "s-1", recovery: "initial", computer: "c-1", deployment: "d-1" })
+  assert.deepEqual(settle.result.credentialEnvAtImport, [], "the credential is out of the environment before agent modules run")
   peer.send({ type: "ack", turn_id: "t-1", op: settle.op })
   // The process stays for the next Turn; shutdown ends it with stopping, close 1000, exit 0.
   peer.send({ type: "shutdown" })

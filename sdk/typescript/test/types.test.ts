@@ -4,7 +4,8 @@ import assert from "node:assert/strict"
 import { test } from "node:test"
 import { z } from "zod"
 import { agent, template, image, HelmrClient } from "@helmr/sdk"
-import type { AgentInput, AgentResult, InputContent, Turn } from "@helmr/sdk"
+import type { AgentInput, AgentResult, InputContent, Turn, SessionRef, TurnRef, SessionCreateReceipt } from "@helmr/sdk"
+import type * as ClientTypes from "@helmr/sdk/client"
 
 type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends (<T>() => T extends B ? 1 : 2) ? true : false
 const expect = <T extends true>(_: T) => {}
@@ -51,13 +52,20 @@ async function typedInvocation(client: HelmrClient) {
   }
   const timed = await started.turn.wait({ timeout: "5s" })
   if (timed.status === "settled" && timed.outcome.status === "completed") void timed.outcome.response
+  // The spec's names: SessionCreateReceipt { session: SessionRef; turn: TurnRef | null }.
+  const receipt: SessionCreateReceipt<typeof worker> = started
+  const sref: SessionRef<typeof worker> = receipt.session
+  const tref: TurnRef<typeof worker> | null = receipt.turn
+  const sref2: ClientTypes.SessionRef<typeof worker> = started.session
+  const tref2: ClientTypes.TurnRef<typeof worker> = started.turn
+  void [sref, tref, sref2, tref2, client.sessions.ref("s") satisfies SessionRef]
   const none = await client.sessions.create<typeof worker>({ agent: "worker" })
   expect<Equal<typeof none.turn, null>>(true)
   // @ts-expect-error: the input must match the Agent's schema input
   await client.sessions.create<typeof worker>({ agent: "worker", input: { issue: "42" } })
   // @ts-expect-error: the agent id must be the definition's
   await client.sessions.create<typeof worker>({ agent: "other", input: { issue: 1 } })
-  const attached = await client.sessions.attach<typeof worker>({ id: "s", agent: "worker" })
+  const attached = await client.sessions.attach<typeof worker>({ id: "s", agent: "worker", deploymentId: "d" })
   await attached.enqueue({ issue: 2 })
 }
 void typedInvocation

@@ -160,3 +160,33 @@ test("loopback origins", async () => {
   for (const o of ["http://127.0.0.1:8080", "http://localhost", "http://[::1]:3000", "https://127.1.2.3", "http://api.localhost"]) assert.ok(isLoopbackOrigin(o), o)
   for (const o of ["http://10.0.0.1", "https://example.com", "http://127.0.0.1.example.com", undefined, "not a url"]) assert.ok(!isLoopbackOrigin(o), String(o))
 })
+
+test("output.pipe: an abort ends it while the iterable is still waiting for its next item", async () => {
+  const { TurnRuntime } = await import("../src/turn.js")
+  const rt = new TurnRuntime({ id: "t-1", sequence: 1, created_at: new Date().toISOString(), input: [] } as never, { conn: {} as never, waiters: new Map() })
+  const turn = rt.handle([])
+  let returned = false
+  const stuck: AsyncIterable<string> = {
+    [Symbol.asyncIterator]: () => ({
+      next: () => new Promise<IteratorResult<string>>(() => {}),
+      return: async () => { returned = true; return { done: true, value: undefined } },
+    }),
+  }
+  const ac = new AbortController()
+  const piped = turn.output.pipe(stuck, { signal: ac.signal })
+  setTimeout(() => ac.abort(new Error("stop")), 20)
+  await assert.rejects(piped, /stop/)
+  assert.ok(returned, "the iterator is closed")
+  // The Turn's own signal ends it too.
+  const rt2 = new TurnRuntime({ id: "t-2", sequence: 2, created_at: new Date().toISOString(), input: [] } as never, { conn: {} as never, waiters: new Map() })
+  const p2 = rt2.handle([]).output.pipe(stuck)
+  setTimeout(() => rt2.cancel(new HelmrError("interrupted")), 20)
+  await assert.rejects(p2, (e: unknown) => (e as HelmrError).code === "interrupted")
+})
+
+test("timers reject (not throw) on a bad duration", async () => {
+  const { timers } = await import("@helmr/sdk")
+  let p: Promise<void> | undefined
+  assert.doesNotThrow(() => { p = timers.waitFor("soon" as never) })
+  await assert.rejects(p!, TypeError)
+})

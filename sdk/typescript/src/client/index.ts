@@ -1,5 +1,6 @@
 /** `HelmrClient`: the REST API (docs/api.md) with the spec's names. */
 import type { AgentContract, AgentInput, AgentResult } from "../agent.js"
+import { encodeJSON } from "../content.js"
 import type { InputContent, JsonValue } from "../content.js"
 import { parseDuration } from "../duration.js"
 import { HelmrError } from "../errors.js"
@@ -7,6 +8,8 @@ import { uuidv7 } from "../uuid.js"
 import type * as T from "./types.js"
 
 export type * from "./types.js"
+
+const apiErrorBrand = Symbol.for("helmr.sdk.APIError")
 
 /** An error answer of the API: its stable `code`, the server's `requestId` when it sent one, and `details`. */
 export class APIError extends HelmrError {
@@ -17,6 +20,11 @@ export class APIError extends HelmrError {
     this.name = "APIError"
     this.status = status
     if (requestId) this.requestId = requestId
+    Object.defineProperty(this, apiErrorBrand, { value: true })
+  }
+  /** An answer of the API only (not any HelmrError), also from another copy of the SDK. */
+  static [Symbol.hasInstance](v: unknown): boolean {
+    return typeof v === "object" && v !== null && (v as Record<symbol, unknown>)[apiErrorBrand] === true
   }
 }
 
@@ -45,8 +53,9 @@ function camel(v: unknown): unknown {
 
 const enc = encodeURIComponent
 
-function toInputContent(m: InputContent | string): InputContent {
-  return typeof m === "string" ? [{ type: "text", text: m }] : m
+/** Refuses input that is not finite JSON (JSON.stringify would send NaN as null, drop undefined, throw on bigint). */
+function checkInput(v: unknown, what: string): void {
+  encodeJSON(v, what, "input_invalid")
 }
 
 function timeoutMs(t: string | number): number {
@@ -54,6 +63,7 @@ function timeoutMs(t: string | number): number {
     if (!Number.isFinite(t) || t < 0) throw new TypeError("timeout must be a non-negative number of milliseconds or a Duration")
     return t
   }
+  if (/^0+(\.0*)?(ms|s|m|h|d)$/.test(t)) return 0 // "0s": ask once, do not wait
   return parseDuration(t)
 }
 
@@ -122,26 +132,33 @@ export class HelmrClient {
       return page.nextCursor ? { items: page.sessions, nextCursor: page.nextCursor } : { items: page.sessions }
     },
     /** A local handle, without a network request; JSON types, no checked contract. */
-    ref: (id: string): T.SessionRefLike => new SessionRef(this, id),
-    /** A typed handle on an existing Session, after checking its Agent (and Deployment when given). */
-    attach: async <A extends AgentContract>(opts: { id: string; agent: A["id"]; deploymentId?: string }, options?: T.RequestOptions): Promise<T.SessionRefLike<A>> => {
+    ref: (id: string): T.SessionRefLike => new SessionHandle(this, id),
+    /**
+     * A typed handle on an existing Session, after checking its actual Agent
+     * and Deployment: the types hold only for the code deployed there.
+     */
+    attach: async <A extends AgentContract>(opts: { id: string; agent: A["id"]; deploymentId: string }, options?: T.RequestOptions): Promise<T.SessionRefLike<A>> => {
+      if (typeof opts?.deploymentId !== "string" || opts.deploymentId === "") throw new TypeError("sessions.attach: deploymentId is required: the typed contract holds for one Deployment's code")
       const s = await this.sessions.get(opts.id, options)
       if (s.agent !== opts.agent) throw new HelmrError("conflict", `session ${opts.id} is of agent ${JSON.stringify(s.agent)}, not ${JSON.stringify(opts.agent)}`, { agent: s.agent })
-      if (opts.deploymentId !== undefined && s.deploymentId !== opts.deploymentId) throw new HelmrError("conflict", `session ${opts.id} is pinned to deployment ${s.deploymentId}, not ${opts.deploymentId}`, { deployment_id: s.deploymentId })
-      return new SessionRef<A>(this, s.id)
+      if (s.deploymentId !== opts.deploymentId) throw new HelmrError("conflict", `session ${opts.id} is pinned to deployment ${s.deploymentId}, not ${opts.deploymentId}`, { deployment_id: s.deploymentId })
+      return new SessionHandle<A>(this, s.id)
     },
   }
 
   private async createSession(request: T.SessionCreateRequest<AgentContract>, options?: T.RequestOptions): Promise<T.SessionCreateReceipt<AgentContract>> {
     if (typeof request !== "object" || request === null || typeof request.agent !== "string" || request.agent === "") throw new TypeError("sessions.create: agent is required")
     const body: Record<string, unknown> = { agent: request.agent, idempotency_key: request.idempotencyKey ?? uuidv7() }
-    if (request.input !== undefined) body.input = request.input
+    if (request.input !== undefined) {
+      checkInput(request.input, "sessions.create: input")
+      body.input = request.input
+    }
     if (request.key !== undefined) body.key = request.key
     if (request.computer) body.computer_id = request.computer.id
     if (request.slack) body.slack_channel_id = request.slack.channelId
     const r = await this.request<{ session: T.Session; turn: T.TurnState | null }>("POST", "/v1/sessions", { ...options, body })
-    const session = new SessionRef(this, r.session.id)
-    return { session, turn: r.turn ? new TurnRef(this, r.session.id, r.turn.id) : null }
+    const session = new SessionHandle(this, r.session.id)
+    return { session, turn: r.turn ? new TurnHandle(this, r.session.id, r.turn.id) : null }
   }
 
   /** Agents of a Deployment. */
@@ -232,20 +249,21 @@ function withKey(opts: { idempotencyKey?: string } | undefined, extra: Record<st
   return { ...extra, idempotency_key: opts?.idempotencyKey ?? uuidv7() }
 }
 
-/** A handle on a Session. */
-export class SessionRef<A extends AgentContract = AgentContract<string, JsonValue, JsonValue>> implements T.SessionRefLike<A> {
+/** A handle on a Session (the spec's `SessionRef`). */
+class SessionHandle<A extends AgentContract = AgentContract<string, JsonValue, JsonValue>> implements T.SessionRefLike<A> {
   constructor(private readonly client: HelmrClient, readonly id: string) {}
   private get path() { return `/v1/sessions/${enc(this.id)}` }
 
   get(options?: T.RequestOptions): Promise<T.Session> { return this.client.sessions.get(this.id, options) }
 
   async enqueue(input: AgentInput<A>, opts?: { idempotencyKey?: string }, options?: T.RequestOptions): Promise<T.TurnRefLike<A>> {
+    checkInput(input, "enqueue: input")
     const t = await this.client.request<T.TurnState>("POST", `${this.path}/turns`, { ...options, body: withKey(opts, { input }) })
-    return new TurnRef<A>(this.client, this.id, t.id)
+    return new TurnHandle<A>(this.client, this.id, t.id)
   }
 
   readonly turns = {
-    ref: (id: string): T.TurnRefLike<A> => new TurnRef<A>(this.client, this.id, id),
+    ref: (id: string): T.TurnRefLike<A> => new TurnHandle<A>(this.client, this.id, id),
     list: async (query: { cursor?: string; limit?: number } = {}, options?: T.RequestOptions) => {
       const p = await this.client.request<{ turns: T.TurnState[]; nextCursor?: string }>("GET", `${this.path}/turns`, { ...options, query })
       return (p.nextCursor ? { items: p.turns, nextCursor: p.nextCursor } : { items: p.turns }) as T.CursorPage<T.TurnState<AgentInput<A>, AgentResult<A>>>
@@ -262,7 +280,7 @@ export class SessionRef<A extends AgentContract = AgentContract<string, JsonValu
   interrupt(opts?: { idempotencyKey?: string }, options?: T.RequestOptions) {
     return this.client.request<T.SessionInterruptReceipt>("POST", `${this.path}/interrupt`, { ...options, body: withKey(opts) })
   }
-  resume(opts: { holdId: string; idempotencyKey?: string }, options?: T.RequestOptions) {
+  async resume(opts: { holdId: string; idempotencyKey?: string }, options?: T.RequestOptions): Promise<T.SessionResumeReceipt> {
     if (!opts?.holdId) throw new TypeError("resume: holdId is required")
     return this.client.request<T.SessionResumeReceipt>("POST", `${this.path}/resume`, { ...options, body: withKey(opts, { hold_id: opts.holdId }) })
   }
@@ -274,8 +292,19 @@ export class SessionRef<A extends AgentContract = AgentContract<string, JsonValu
   }
 }
 
-/** A handle on a Turn. */
-export class TurnRef<A extends AgentContract = AgentContract<string, JsonValue, JsonValue>> {
+/**
+ * An AskState with its question's answer spec in camelCase (`allowText`):
+ * `answer` is a raw key elsewhere (a responder's answer), but the question's
+ * answer spec is an API shape. Option values stay as sent.
+ */
+function askState(a: T.AskState): T.AskState {
+  const q = a?.question as { answer?: unknown } | undefined
+  if (!q || typeof q.answer !== "object" || q.answer === null) return a
+  return { ...a, question: { ...a.question, answer: camel(q.answer) as T.AskState["question"]["answer"] } }
+}
+
+/** A handle on a Turn (the spec's `TurnRef`). */
+class TurnHandle<A extends AgentContract = AgentContract<string, JsonValue, JsonValue>> implements T.TurnRefLike<A> {
   constructor(private readonly client: HelmrClient, readonly sessionId: string, readonly id: string) {}
   private get path() { return `/v1/sessions/${enc(this.sessionId)}/turns/${enc(this.id)}` }
 
@@ -287,12 +316,14 @@ export class TurnRef<A extends AgentContract = AgentContract<string, JsonValue, 
   async wait(options: { timeout?: string | number; signal?: AbortSignal } = {}): Promise<unknown> {
     const deadline = options.timeout === undefined ? undefined : Date.now() + timeoutMs(options.timeout)
     let failures = 0
+    let asked = false
     for (;;) {
       let chunk = 60_000
       if (deadline !== undefined) {
         const left = deadline - Date.now()
-        if (left <= 0) return { status: "timeout" }
-        chunk = Math.min(chunk, left)
+        // Ask at least once, so a settled Turn is reported even with a zero timeout.
+        if (left <= 0 && asked) return { status: "timeout" }
+        chunk = Math.min(chunk, Math.max(0, left))
       }
       const started = Date.now()
       let r: T.TimedTurnWaitResult
@@ -307,13 +338,15 @@ export class TurnRef<A extends AgentContract = AgentContract<string, JsonValue, 
         continue
       }
       failures = 0
+      asked = true
       if (r.status === "settled") return deadline === undefined ? r.outcome : r
       if (Date.now() - started < chunk / 10) await sleep(50, options.signal)
     }
   }
 
-  send(message: InputContent | string, opts?: { idempotencyKey?: string }, options?: T.RequestOptions) {
-    return this.client.request<T.MessageReceipt>("POST", `${this.path}/messages`, { ...options, body: withKey(opts, { content: toInputContent(message) }) })
+  async send(message: InputContent, opts?: { idempotencyKey?: string }, options?: T.RequestOptions): Promise<T.MessageReceipt> {
+    checkInput(message, "send: message")
+    return this.client.request<T.MessageReceipt>("POST", `${this.path}/messages`, { ...options, body: withKey(opts, { content: message }) })
   }
 
   interrupt(opts?: { idempotencyKey?: string }, options?: T.RequestOptions) {
@@ -323,12 +356,13 @@ export class TurnRef<A extends AgentContract = AgentContract<string, JsonValue, 
   readonly asks: T.TurnAsks = {
     list: async (query = {}, options) => {
       const p = await this.client.request<{ asks: T.AskState[]; nextCursor?: string }>("GET", `${this.path}/asks`, { ...options, query })
-      return p.nextCursor ? { items: p.asks, nextCursor: p.nextCursor } : { items: p.asks }
+      const items = p.asks.map(askState)
+      return p.nextCursor ? { items, nextCursor: p.nextCursor } : { items }
     },
-    get: (askId, options) => this.client.request<T.AskState>("GET", `${this.path}/asks/${enc(askId)}`, { ...options }),
-    respond: (askId, body, options) => {
+    get: async (askId, options) => askState(await this.client.request<T.AskState>("GET", `${this.path}/asks/${enc(askId)}`, { ...options })),
+    respond: async (askId, body, options) => {
       if (!body?.responseId) throw new TypeError("asks.respond: responseId is required (reuse it to retry)")
-      return this.client.request<T.AskState>("POST", `${this.path}/asks/${enc(askId)}/respond`, { ...options, body: { answer: body.answer, response_id: body.responseId } })
+      return askState(await this.client.request<T.AskState>("POST", `${this.path}/asks/${enc(askId)}/respond`, { ...options, body: { answer: body.answer, response_id: body.responseId } }))
     },
   }
 }

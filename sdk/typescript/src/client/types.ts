@@ -154,7 +154,7 @@ export interface TurnRefLike<A extends AgentContract = AgentContract<string, Jso
   get(options?: RequestOptions): Promise<TurnState<AgentInput<A>, AgentResult<A>>>
   wait(options?: { signal?: AbortSignal; timeout?: undefined }): Promise<TurnOutcome<AgentResult<A>>>
   wait(options: { timeout: string | number; signal?: AbortSignal }): Promise<TimedTurnWaitResult<AgentResult<A>>>
-  send(message: InputContent | string, opts?: { idempotencyKey?: string }, options?: RequestOptions): Promise<MessageReceipt>
+  send(message: InputContent, opts?: { idempotencyKey?: string }, options?: RequestOptions): Promise<MessageReceipt>
   interrupt(opts?: { idempotencyKey?: string }, options?: RequestOptions): Promise<TurnInterruptReceipt>
   readonly asks: TurnAsks
 }
@@ -176,6 +176,11 @@ export interface SessionRefLike<A extends AgentContract = AgentContract<string, 
   close(opts?: { idempotencyKey?: string }, options?: RequestOptions): Promise<SessionCloseReceipt>
   cancel(opts?: { idempotencyKey?: string }, options?: RequestOptions): Promise<SessionCancelReceipt>
 }
+
+/** The spec's `SessionRef`: a handle on a Session (typed by a definition, or JSON types for `ref(id)`). */
+export type SessionRef<A extends AgentContract = AgentContract<string, JsonValue, JsonValue>> = SessionRefLike<A>
+/** The spec's `TurnRef`: a handle on a Turn. */
+export type TurnRef<A extends AgentContract = AgentContract<string, JsonValue, JsonValue>> = TurnRefLike<A>
 
 export interface AgentInfo {
   readonly agent: string
