@@ -256,7 +256,9 @@ const maxErrorBody = 1 << 20
 // code derived from the status.
 func decodeError(resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	return errorFromBody(resp.StatusCode, b)
+	e := errorFromBody(resp.StatusCode, b)
+	e.RequestID = resp.Header.Get("X-Request-Id")
+	return e
 }
 
 func errorFromBody(status int, b []byte) *helmrtype.Error {

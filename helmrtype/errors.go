@@ -67,6 +67,9 @@ type Error struct {
 	Details map[string]any `json:"details,omitempty"`
 	// Status is the HTTP status the error was (or will be) sent with.
 	Status int `json:"-"`
+	// RequestID is the X-Request-Id of the answer that carried the error
+	// (set by the client), which the server's log names.
+	RequestID string `json:"-"`
 }
 
 // Errorf returns an *Error with code and a formatted message.

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/helmr-go/helmr/helmrclient"
 	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/controlplane"
 )
@@ -383,5 +384,22 @@ func TestUploadedProgramPrintsItsManifestInASandbox(t *testing.T) {
 	}
 	if b, err := os.ReadFile(marker); err == nil {
 		t.Fatalf("the uploaded program ran on the host: %q", b)
+	}
+}
+
+// TestRequestIDs: every /v1 answer names its request, and the Go client
+// keeps it on an error.
+func TestRequestIDs(t *testing.T) {
+	p := startPlane(t, "")
+	_, _, h := rawCall(t, p.url, p.key, "GET", "/v1/agents", "", nil)
+	_, _, h2 := rawCall(t, p.url, p.key, "GET", "/v1/sessions/nope", "", nil)
+	if a, b := h.Get("X-Request-Id"), h2.Get("X-Request-Id"); a == "" || b == "" || a == b {
+		t.Fatalf("request IDs %q and %q", a, b)
+	}
+	c := helmrclient.New(p.url, p.key)
+	_, err := c.Sessions.Get(t.Context(), "nope")
+	var he *helmrtype.Error
+	if !errors.As(err, &he) || he.RequestID == "" {
+		t.Fatalf("a client error without its request ID: %#v", err)
 	}
 }

@@ -6,6 +6,8 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -107,7 +109,18 @@ func New(eng *engine.Engine, opts Options) *Server {
 // ServeHTTP implements http.Handler. A /v1 path that is not in clean form
 // (.., //, a trailing dot segment) names no route: it gets the error
 // envelope rather than the router's plain-text redirect or 404.
+//
+// Every /v1 answer carries an X-Request-Id header, which the server's log
+// names when the request fails, so that a client's report of an error can
+// be found.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/v1") {
+		var id [12]byte
+		rand.Read(id[:])
+		rid := hex.EncodeToString(id[:])
+		w.Header().Set("X-Request-Id", rid)
+		r = r.WithContext(context.WithValue(r.Context(), requestIDCtx{}, rid))
+	}
 	if p := r.URL.Path; (p == "/v1" || strings.HasPrefix(p, "/v1/")) && path.Clean(p) != strings.TrimSuffix(p, "/") {
 		s.writeError(w, r, helmrtype.Errorf(helmrtype.CodeNotFound, "no route %s %s", r.Method, p))
 		return
@@ -253,7 +266,8 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		}
 		he = &helmrtype.Error{Code: helmrtype.CodeUnavailable, Message: "the request timed out"}
 	default:
-		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		rid, _ := r.Context().Value(requestIDCtx{}).(string)
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "request_id", rid, "err", err)
 		he = &helmrtype.Error{Code: helmrtype.CodeInternal, Message: "internal error"}
 	}
 	writeJSON(w, helmrtype.HTTPStatus(he.Code), helmrtype.ErrorEnvelope{Error: he})
@@ -609,6 +623,9 @@ func (s *Server) createDeployment(w http.ResponseWriter, r *http.Request) error 
 }
 
 type apiKeyCtx struct{}
+
+// requestIDCtx keys a request's X-Request-Id in its context.
+type requestIDCtx struct{}
 
 // callerKey is the API key a request was authenticated with.
 func callerKey(r *http.Request) *store.APIKey {
