@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/computer"
 	"github.com/helmr-go/helmr/internal/computer/local"
+	"golang.org/x/sys/unix"
 )
 
 // The escape suite: what a Command or agent code in a Computer would try
@@ -244,6 +246,23 @@ func TestEscape(t *testing.T) {
 		}
 	})
 
+	t.Run("WriteOutsideTheWorkspace", func(t *testing.T) {
+		// The sandbox's root and /dev are tmpfs mounts (in memory, up to
+		// half the host's RAM each, outside any disk limit): neither may be
+		// written. /dev/shm is, up to its bound.
+		for _, f := range []string{"/escape", "/dev/escape", "/etc/escape"} {
+			code, out := try(t, p, s, "write "+f, `echo x > `+f+` 2>&1 || exit 7`)
+			if code != 7 {
+				t.Fatalf("wrote %s: %s", f, out)
+			}
+		}
+		code, out := try(t, p, s, "write 1 MiB, then 100 MiB, to /dev/shm",
+			`head -c 1048576 /dev/zero > /dev/shm/small || exit 3; head -c 104857600 /dev/zero > /dev/shm/big 2>&1; echo size=$(stat -c %s /dev/shm/big)`)
+		if code == 3 || !strings.Contains(out, "size=") || strings.Contains(out, "size=104857600") {
+			t.Fatalf("/dev/shm is not writable up to its bound: %s", out)
+		}
+	})
+
 	t.Run("SymlinksOutOfTheWorkspace", func(t *testing.T) {
 		secret := filepath.Join(t.TempDir(), "outside")
 		os.WriteFile(secret, []byte("outside-secret"), 0o600)
@@ -312,4 +331,67 @@ func TestEscape(t *testing.T) {
 			t.Fatalf("a process started on a Computer past its disk limit: %v", err)
 		}
 	})
+}
+
+// ttyEnv marks the test binary re-run as the leader of a session whose
+// controlling terminal is a pseudo-terminal of the test's own.
+const ttyEnv = "HELMR_TEST_TTY"
+
+// TestEscapeTerminal: a control plane started from a shell (helmr dev,
+// helmr server in a terminal) has a controlling terminal; no Computer may
+// open it (/dev/tty) and type into the user's shell with TIOCSTI.
+func TestEscapeTerminal(t *testing.T) {
+	if os.Getenv(ttyEnv) == "" {
+		ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+		if err != nil {
+			t.Skipf("no pseudo-terminal: %v", err)
+		}
+		defer ptmx.Close()
+		if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+			t.Fatal(err)
+		}
+		n, err := unix.IoctlGetInt(int(ptmx.Fd()), unix.TIOCGPTN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pts, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestEscapeTerminal$", "-test.v")
+		cmd.Env = append(os.Environ(), ttyEnv+"=1")
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = pts, pts, pts
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pts.Close()
+		var out bytes.Buffer
+		read := make(chan struct{})
+		go func() { io.Copy(&out, ptmx); close(read) }()
+		err = cmd.Wait()
+		select {
+		case <-read:
+		case <-time.After(5 * time.Second):
+		}
+		t.Logf("with a controlling terminal:\n%s", out.String())
+		if err != nil || !strings.Contains(out.String(), "--- PASS: TestEscapeTerminal") {
+			t.Fatalf("%v", err)
+		}
+		return
+	}
+	if f, err := os.OpenFile("/dev/tty", os.O_RDWR, 0); err != nil {
+		t.Fatalf("the test has no controlling terminal: %v", err)
+	} else {
+		f.Close()
+	}
+	p, _, _ := escapeProvider(t)
+	s := newComputer(t, p, "escape-tty", nil)
+	// TIOCSTI (0x5412) pushes a byte into the terminal's input, as if the
+	// user typed it: the shell that started the control plane reads it.
+	_, out := try(t, p, s, "open the control plane's terminal and type into it",
+		`exec 3</dev/tty && echo opened-tty; perl -e 'open(T, "+<", "/dev/tty") or die "open: $!\n"; my $c = "#"; ioctl(T, 0x5412, $c) or die "TIOCSTI: $!\n"; print "typed\n"' 2>&1`)
+	if strings.Contains(out, "opened-tty") || strings.Contains(out, "typed") {
+		t.Fatalf("a Computer reached the control plane's terminal: %s", out)
+	}
 }

@@ -20,6 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -228,6 +229,16 @@ func imageRoot(root string) ([]string, error) {
 	return args, nil
 }
 
+// devShmSize bounds /dev/shm (POSIX shared memory) in a sandbox.
+const devShmSize = 64 << 20
+
+// devArgs returns the arguments of a sandbox's /dev: bubblewrap's minimal
+// one, read-only (it is a tmpfs, in memory and outside any disk limit),
+// with a writable /dev/shm of devShmSize bytes.
+func devArgs() []string {
+	return []string{"--dev", "/dev", "--size", strconv.Itoa(devShmSize), "--tmpfs", "/dev/shm", "--remount-ro", "/dev"}
+}
+
 // defaultPath is PATH inside a Computer when the image sets none.
 const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -302,10 +313,13 @@ func (p *Provider) Start(ctx context.Context, spec computer.Spec, ps computer.Pr
 	if cmd.Stderr == nil {
 		cmd.Stderr = io.Discard
 	}
-	// Its own process group: the tree is signalled, frozen and limited as
-	// one. It is not tied to the control plane's life (no pdeathsig): a
-	// session process outlives a control-plane restart.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own session, hence its own process group: the tree is
+	// signalled, frozen and limited as one, and it has no controlling
+	// terminal (a control plane started from a shell, as helmr dev is,
+	// would otherwise give it the user's: /dev/tty, TIOCSTI typing into
+	// the shell). It is not tied to the control plane's life (no
+	// pdeathsig): a session process outlives a control-plane restart.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		sb.abandon()
 		return nil, fmt.Errorf("local: start %s: %w", ps.Argv[0], err)
@@ -313,9 +327,10 @@ func (p *Provider) Start(ctx context.Context, spec computer.Spec, ps computer.Pr
 	pr := &process{cmd: cmd, done: make(chan struct{})}
 	fail := func(err error) (computer.Process, error) {
 		// Without its limits or its network's firewall the process must
-		// not run user code.
-		sb.abandon()
+		// not run user code: it is killed before its block descriptor
+		// closes (bubblewrap reads the end of the descriptor as a go).
 		pr.Signal(syscall.SIGKILL)
+		sb.abandon()
 		cmd.Wait()
 		return nil, err
 	}
@@ -357,8 +372,9 @@ func (p *Provider) sandboxArgs(spec computer.Spec, ws, tmp, dir string, env []st
 		}
 		args = append(args, root...)
 	}
-	args = append(args, "--proc", "/proc", "--dev", "/dev",
-		"--bind", ws, computer.Workspace, "--bind", tmp, computer.Tmp)
+	args = append(args, "--proc", "/proc")
+	args = append(args, devArgs()...)
+	args = append(args, "--bind", ws, computer.Workspace, "--bind", tmp, computer.Tmp)
 	for _, b := range ps.Binds {
 		flag := "--ro-bind"
 		if b.Writable {
@@ -366,6 +382,11 @@ func (p *Provider) sandboxArgs(spec computer.Spec, ws, tmp, dir string, env []st
 		}
 		args = append(args, flag, b.Src, b.Dst)
 	}
+	// The sandbox's own root is a tmpfs (in memory, up to half the host's
+	// RAM, outside any disk limit): once every mount point is made it is
+	// read-only, so /workspace, /tmp and /dev/shm are the only places a
+	// process can write.
+	args = append(args, "--remount-ro", "/")
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
 		args = append(args, "--setenv", k, v)
@@ -466,7 +487,9 @@ func (p *Provider) RunStep(ctx context.Context, root string, argv, env []string,
 	// own with outbound access, like a Computer with Network.
 	args := []string{"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--unshare-net", "--hostname", "build", "--cap-drop", "ALL", "--clearenv", "--die-with-parent",
-		"--bind", root, "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"}
+		"--bind", root, "/", "--proc", "/proc"}
+	args = append(args, devArgs()...)
+	args = append(args, "--tmpfs", "/tmp")
 	if _, err := os.Stat("/etc/resolv.conf"); err == nil {
 		args = append(args, "--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf")
 	}
@@ -488,7 +511,8 @@ func (p *Provider) RunStep(ctx context.Context, root string, argv, env []string,
 	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own session: no controlling terminal (see Start).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		sb.abandon()
 		return err
@@ -500,8 +524,8 @@ func (p *Provider) RunStep(ctx context.Context, root string, argv, env []string,
 		err = sb.release()
 	}
 	if err != nil {
-		sb.abandon()
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		sb.abandon()
 		cmd.Wait()
 		return err
 	}
