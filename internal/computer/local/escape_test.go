@@ -300,6 +300,27 @@ func TestEscape(t *testing.T) {
 		}
 	})
 
+	t.Run("BuildStepLimits", func(t *testing.T) {
+		if p.Limits() == "" {
+			t.Skip("this host cannot enforce resource limits")
+		}
+		busybox, err := exec.LookPath("busybox")
+		if err != nil {
+			t.Skip("no busybox to make a root of")
+		}
+		root := t.TempDir()
+		os.MkdirAll(filepath.Join(root, "bin"), 0o755)
+		if b, err := exec.Command("cp", busybox, filepath.Join(root, "bin", "busybox")).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %s", err, b)
+		}
+		err = p.RunStep(context.Background(), root, []string{"/bin/busybox", "sh", "-c", "cat /proc/self/cgroup > /cgroup"}, nil, "/", "")
+		b, _ := os.ReadFile(filepath.Join(root, "cgroup"))
+		t.Logf("tried: an image build step's cgroups: %v\n%s", err, b)
+		if err != nil || !strings.Contains(string(b), "/helmr-test/build-") {
+			t.Fatalf("an image build step runs outside the Computers' limits: %v %s", err, b)
+		}
+	})
+
 	t.Run("DiskLimit", func(t *testing.T) {
 		s := newComputer(t, p, "escape-disk", func(s *computer.Spec) { s.Resources = helmrtype.ResourcesManifest{Disk: "8MiB"} })
 		var out bytes.Buffer

@@ -12,6 +12,8 @@ package local
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +26,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/computer"
 )
 
@@ -519,7 +522,19 @@ func (p *Provider) RunStep(ctx context.Context, root string, argv, env []string,
 	}
 	stop := context.AfterFunc(ctx, func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
 	defer stop()
+	// A step is limited as a Computer with default resources is (a
+	// process limit of helmrtype.DefaultProcesses): a fork bomb in a
+	// Template's build step is not bounded by the host alone.
+	var idb [8]byte
+	rand.Read(idb[:])
+	id := "build-" + hex.EncodeToString(idb[:])
+	defer p.limits.remove(id)
 	err = sb.started(ctx, p.net, nil)
+	if err == nil {
+		if err = p.limits.apply(id, helmrtype.ResourcesManifest{}, cmd.Process.Pid); err != nil {
+			err = fmt.Errorf("local: resource limits: %w", err)
+		}
+	}
 	if err == nil {
 		err = sb.release()
 	}
@@ -529,7 +544,10 @@ func (p *Provider) RunStep(ctx context.Context, root string, argv, env []string,
 		cmd.Wait()
 		return err
 	}
-	if err := cmd.Wait(); err != nil {
+	err = cmd.Wait()
+	// Its tree goes with it, so that its cgroup can be removed.
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	if err != nil {
 		return fmt.Errorf("%v: %s", err, tail(out.Bytes(), 2048))
 	}
 	return nil
