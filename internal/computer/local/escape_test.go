@@ -313,11 +313,29 @@ func TestEscape(t *testing.T) {
 		if b, err := exec.Command("cp", busybox, filepath.Join(root, "bin", "busybox")).CombinedOutput(); err != nil {
 			t.Fatalf("%v: %s", err, b)
 		}
-		err = p.RunStep(context.Background(), root, []string{"/bin/busybox", "sh", "-c", "cat /proc/self/cgroup > /cgroup"}, nil, "/", "")
-		b, _ := os.ReadFile(filepath.Join(root, "cgroup"))
-		t.Logf("tried: an image build step's cgroups: %v\n%s", err, b)
-		if err != nil || !strings.Contains(string(b), "/helmr-test/build-") {
-			t.Fatalf("an image build step runs outside the Computers' limits: %v %s", err, b)
+		done := make(chan error, 1)
+		go func() {
+			done <- p.RunStep(context.Background(), root, []string{"/bin/busybox", "sleep", "2"}, nil, "/", "")
+		}()
+		// Its group, seen from the host while it runs (inside, its own
+		// cgroup namespace shows it as the root).
+		var found string
+		for deadline := time.Now().Add(2 * time.Second); found == "" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			for _, pat := range []string{"/sys/fs/cgroup/pids/helmr-test/build-*", "/sys/fs/cgroup/helmr-test/build-*"} {
+				dirs, _ := filepath.Glob(pat)
+				for _, d := range dirs {
+					procs, _ := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+					max, _ := os.ReadFile(filepath.Join(d, "pids.max"))
+					if len(strings.TrimSpace(string(procs))) > 0 {
+						found = fmt.Sprintf("%s: processes %q, pids.max %s", d, strings.Fields(string(procs)), strings.TrimSpace(string(max)))
+					}
+				}
+			}
+		}
+		err = <-done
+		t.Logf("tried: an image build step's cgroup: %v, %s", err, found)
+		if err != nil || !strings.Contains(found, "pids.max 1024") {
+			t.Fatalf("an image build step runs outside a process limit: %v %q", err, found)
 		}
 	})
 

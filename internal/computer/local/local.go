@@ -337,9 +337,12 @@ func (p *Provider) Start(ctx context.Context, spec computer.Spec, ps computer.Pr
 		cmd.Wait()
 		return nil, err
 	}
-	if err := sb.started(ctx, p.net, spec.NetworkAllow); err != nil {
-		return fail(err)
-	}
+	// Limits first, while bubblewrap still waits for its arguments and
+	// has started nothing: every process of the sandbox is born inside
+	// its cgroups and file size limit. bubblewrap takes the end of its
+	// block descriptor for a go, so a control plane that dies before the
+	// release (a crash, an OOM kill) must not leave a sandbox running
+	// outside its limits.
 	if err := p.limits.apply(spec.ID, spec.Resources, cmd.Process.Pid); err != nil {
 		return fail(fmt.Errorf("local: resource limits: %w", err))
 	}
@@ -348,8 +351,12 @@ func (p *Provider) Start(ctx context.Context, spec computer.Spec, ps computer.Pr
 			return fail(err)
 		}
 	}
+	if err := sb.started(ctx, p.net, spec.NetworkAllow); err != nil {
+		return fail(err)
+	}
 	// Only now does the sandbox run the command (it waited on its block
-	// descriptor): everything it starts is inside its limits.
+	// descriptor): everything it starts is inside its limits and, with
+	// network, behind its firewall.
 	if err := sb.release(); err != nil {
 		return fail(err)
 	}
@@ -529,11 +536,12 @@ func (p *Provider) RunStep(ctx context.Context, root string, argv, env []string,
 	rand.Read(idb[:])
 	id := "build-" + hex.EncodeToString(idb[:])
 	defer p.limits.remove(id)
-	err = sb.started(ctx, p.net, nil)
+	// Limits before the arguments, as in Start.
+	if err = p.limits.apply(id, helmrtype.ResourcesManifest{}, cmd.Process.Pid); err != nil {
+		err = fmt.Errorf("local: resource limits: %w", err)
+	}
 	if err == nil {
-		if err = p.limits.apply(id, helmrtype.ResourcesManifest{}, cmd.Process.Pid); err != nil {
-			err = fmt.Errorf("local: resource limits: %w", err)
-		}
+		err = sb.started(ctx, p.net, nil)
 	}
 	if err == nil {
 		err = sb.release()
