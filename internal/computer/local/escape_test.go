@@ -246,6 +246,24 @@ func TestEscape(t *testing.T) {
 		}
 	})
 
+	t.Run("HostSysctls", func(t *testing.T) {
+		// Host root mapped (a control plane running as root), a sandbox's
+		// user passes the permission check of the global sysctls, which
+		// ask for no capability: kernel.core_pattern names a program the
+		// kernel runs as host root on a crash. The value written back is
+		// the one read, so nothing changes even where the write works.
+		for _, f := range []string{"/proc/sys/kernel/core_pattern", "/proc/sys/kernel/modprobe", "/proc/sysrq-trigger"} {
+			if _, err := os.Stat(f); err != nil {
+				continue
+			}
+			code, out := try(t, p, s, "write "+f,
+				`test -e `+f+` || exit 7; v=$(cat `+f+` 2>/dev/null); (printf '%s\n' "$v" > `+f+`) 2>&1 || exit 7; echo wrote`)
+			if code != 7 || strings.Contains(out, "wrote") {
+				t.Fatalf("a Computer wrote the host's %s: %s", f, out)
+			}
+		}
+	})
+
 	t.Run("WriteOutsideTheWorkspace", func(t *testing.T) {
 		// The sandbox's root and /dev are tmpfs mounts (in memory, up to
 		// half the host's RAM each, outside any disk limit): neither may be

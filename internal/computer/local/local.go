@@ -232,6 +232,16 @@ func imageRoot(root string) ([]string, error) {
 	return args, nil
 }
 
+// procArgs returns the arguments of a sandbox's /proc: its PID
+// namespace's, read-only. A sandbox's user is host root mapped when the
+// control plane runs as root, and the kernel lets the host's root user
+// write the global sysctls under /proc/sys (kernel.core_pattern,
+// kernel.modprobe: a program the kernel runs as host root) and
+// /proc/sysrq-trigger by file permission alone, without capabilities.
+func procArgs() []string {
+	return []string{"--proc", "/proc", "--remount-ro", "/proc"}
+}
+
 // devShmSize bounds /dev/shm (POSIX shared memory) in a sandbox.
 const devShmSize = 64 << 20
 
@@ -382,7 +392,7 @@ func (p *Provider) sandboxArgs(spec computer.Spec, ws, tmp, dir string, env []st
 		}
 		args = append(args, root...)
 	}
-	args = append(args, "--proc", "/proc")
+	args = append(args, procArgs()...)
 	args = append(args, devArgs()...)
 	args = append(args, "--bind", ws, computer.Workspace, "--bind", tmp, computer.Tmp)
 	for _, b := range ps.Binds {
@@ -497,7 +507,8 @@ func (p *Provider) RunStep(ctx context.Context, root string, argv, env []string,
 	// own with outbound access, like a Computer with Network.
 	args := []string{"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--unshare-net", "--hostname", "build", "--cap-drop", "ALL", "--clearenv", "--die-with-parent",
-		"--bind", root, "/", "--proc", "/proc"}
+		"--bind", root, "/"}
+	args = append(args, procArgs()...)
 	args = append(args, devArgs()...)
 	args = append(args, "--tmpfs", "/tmp")
 	if _, err := os.Stat("/etc/resolv.conf"); err == nil {
