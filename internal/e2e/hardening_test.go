@@ -436,3 +436,20 @@ func TestStreamsOutliveTheWriteTimeout(t *testing.T) {
 	}
 	t.Fatal("no event of the late Turn")
 }
+
+// TestCommandCwdWithNUL: a NUL in a Command's cwd is refused; bubblewrap
+// reads its options NUL-separated, and the rest would be options of its
+// own (a bind of a host directory).
+func TestCommandCwdWithNUL(t *testing.T) {
+	p := startPlane(t, "")
+	var c helmrtype.ComputerState
+	p.must("POST", "/v1/computers", helmrtype.ComputerCreateRequest{Template: "box"}, &c)
+	body := `{"command": ["/bin/cat", "/tmp/injected/hostname"], "cwd": "/workspace/\u0000--ro-bind\u0000/etc\u0000/tmp/injected"}`
+	st, e, _ := rawCall(t, p.url, p.key, "POST", "/v1/computers/"+c.ID+"/commands", body, nil)
+	if st != 400 || e == nil || e.Code != helmrtype.CodeInvalidRequest {
+		t.Fatalf("a cwd with a NUL: %d %+v", st, e)
+	}
+	if e != nil {
+		t.Logf("refused: %s", e.Message)
+	}
+}

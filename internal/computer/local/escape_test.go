@@ -264,6 +264,43 @@ func TestEscape(t *testing.T) {
 		}
 	})
 
+	t.Run("OptionsInjectedThroughNUL", func(t *testing.T) {
+		// bubblewrap reads its options from a pipe, NUL-separated: a NUL
+		// in a working directory or an environment value (from an image's
+		// config, a Template or a Command) would start an option of its
+		// own, such as a bind of the host's root.
+		secret := filepath.Join(t.TempDir(), "nul-secret")
+		os.WriteFile(secret, []byte("host secret behind a NUL"), 0o600)
+		inject := "\x00--ro-bind\x00" + filepath.Dir(secret) + "\x00/tmp/injected"
+		for _, ps := range []computer.ProcessSpec{
+			{Dir: "/workspace" + inject},
+			{Env: []string{"X=x" + inject}},
+		} {
+			var out bytes.Buffer
+			ps.Argv = []string{"/bin/bash", "-c", "cat /tmp/injected/nul-secret 2>&1"}
+			ps.Stdout, ps.Stderr = &out, &out
+			pr, err := p.Start(context.Background(), s, ps)
+			if err != nil {
+				t.Logf("tried: options after a NUL (dir %q, env %q): refused: %v", ps.Dir, ps.Env, err)
+				continue
+			}
+			pr.Wait()
+			t.Logf("tried: options after a NUL (dir %q, env %q): %s", ps.Dir, ps.Env, out.String())
+			if strings.Contains(out.String(), "host secret") {
+				t.Fatalf("a NUL in a process's options bound a host directory: %s", out.String())
+			}
+		}
+		img := computer.Image{Host: true, Env: []string{"Y=y" + inject}}
+		ns := newComputer(t, p, "escape-nul", func(s *computer.Spec) { s.Image = img })
+		var out bytes.Buffer
+		if pr, err := p.Start(context.Background(), ns, computer.ProcessSpec{Argv: []string{"/bin/cat", "/tmp/injected/nul-secret"}, Stdout: &out, Stderr: &out}); err == nil {
+			pr.Wait()
+			if strings.Contains(out.String(), "host secret") {
+				t.Fatalf("a NUL in an image's environment bound a host directory: %s", out.String())
+			}
+		}
+	})
+
 	t.Run("WriteOutsideTheWorkspace", func(t *testing.T) {
 		// The sandbox's root and /dev are tmpfs mounts (in memory, up to
 		// half the host's RAM each, outside any disk limit): neither may be

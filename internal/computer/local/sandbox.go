@@ -53,6 +53,15 @@ func (p *Provider) sandboxed(args []string, files []*os.File, network bool) (*ex
 			break
 		}
 	}
+	// The options travel NUL-separated: a NUL inside one (a working
+	// directory, an environment value from an image, a Template or a
+	// Command) would start an option of its own, such as a bind of the
+	// host's root.
+	for _, a := range args {
+		if strings.IndexByte(a, 0) >= 0 {
+			return nil, nil, fmt.Errorf("local: a sandbox option holds a NUL byte: %q", a)
+		}
+	}
 	sb := &sandbox{args: args}
 	argsR, argsW, err := os.Pipe()
 	if err != nil {
