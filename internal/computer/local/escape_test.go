@@ -301,6 +301,24 @@ func TestEscape(t *testing.T) {
 		}
 	})
 
+	t.Run("OptionValueDashDash", func(t *testing.T) {
+		// An environment value "--" is a value, not the end of
+		// bubblewrap's options: the process runs, and the variables after
+		// it stay off bubblewrap's command line.
+		var out bytes.Buffer
+		pr, err := p.Start(context.Background(), s, computer.ProcessSpec{Argv: []string{"/bin/bash", "-c", "echo A=$A SECRET=$SECRET"},
+			Env: []string{"A=--", "SECRET=s3cret"}, Stdout: &out, Stderr: &out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pr.PID()))
+		code, _ := pr.Wait()
+		t.Logf("tried: an environment value \"--\": exit %d, %s; bubblewrap's command line %q", code, strings.TrimSpace(out.String()), cmdline)
+		if code != 0 || !strings.Contains(out.String(), "A=-- SECRET=s3cret") || bytes.Contains(cmdline, []byte("s3cret")) {
+			t.Fatalf("an environment value \"--\": exit %d, %q, command line %q", code, out.String(), cmdline)
+		}
+	})
+
 	t.Run("WriteOutsideTheWorkspace", func(t *testing.T) {
 		// The sandbox's root and /dev are tmpfs mounts (in memory, up to
 		// half the host's RAM each, outside any disk limit): neither may be

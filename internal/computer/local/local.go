@@ -313,7 +313,7 @@ func (p *Provider) Start(ctx context.Context, spec computer.Spec, ps computer.Pr
 	} else {
 		var args []string
 		if args, err = p.sandboxArgs(spec, ws, tmp, dir, env, ps); err == nil {
-			cmd, sb, err = p.sandboxed(args, ps.Files, spec.Network)
+			cmd, sb, err = p.sandboxed(args, ps.Argv, ps.Files, spec.Network)
 		}
 	}
 	if err != nil {
@@ -377,8 +377,9 @@ func (p *Provider) Start(ctx context.Context, spec computer.Spec, ps computer.Pr
 	return pr, nil
 }
 
-// sandboxArgs returns bubblewrap's arguments for one process of a
-// Computer (they travel by a pipe, not on the command line).
+// sandboxArgs returns bubblewrap's options for one process of a
+// Computer (they travel by a pipe, not on the command line); the command
+// follows them apart (sandboxed).
 func (p *Provider) sandboxArgs(spec computer.Spec, ws, tmp, dir string, env []string, ps computer.ProcessSpec) ([]string, error) {
 	args := []string{"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--unshare-net", "--hostname", "computer", "--cap-drop", "ALL", "--clearenv"}
@@ -411,8 +412,7 @@ func (p *Provider) sandboxArgs(spec computer.Spec, ws, tmp, dir string, env []st
 		k, v, _ := strings.Cut(kv, "=")
 		args = append(args, "--setenv", k, v)
 	}
-	args = append(args, "--chdir", dir)
-	return append(append(args, "--"), ps.Argv...), nil
+	return append(args, "--chdir", dir), nil
 }
 
 // unsafeCommand runs the process on the host: binds become environment
@@ -518,15 +518,14 @@ func (p *Provider) RunStep(ctx context.Context, root string, argv, env []string,
 		k, v, _ := strings.Cut(kv, "=")
 		args = append(args, "--setenv", k, v)
 	}
-	args = append(args, "--chdir", workdir, "--")
-	args = append(args, argv...)
+	args = append(args, "--chdir", workdir)
 	// Without pasta or nft a step runs with no network at all (a step
 	// that fetches fails and says why), never with the host's.
 	network := p.net.why == ""
 	if !network {
 		p.log.Warn("an image build step runs without network", "reason", p.net.why)
 	}
-	cmd, sb, err := p.sandboxed(args, nil, network)
+	cmd, sb, err := p.sandboxed(args, argv, nil, network)
 	if err != nil {
 		return err
 	}
