@@ -76,6 +76,9 @@ type Config struct {
 	// IdleTimeout closes an API connection kept alive with no request for
 	// this long (default server.IdleTimeout).
 	IdleTimeout time.Duration
+	// WriteTimeout bounds writing one non-streaming API response (default
+	// server.WriteTimeout); tests shorten it.
+	WriteTimeout time.Duration
 }
 
 // ControlPlane is a running control plane.
@@ -376,6 +379,9 @@ func (cp *ControlPlane) Serve(ctx context.Context, ln net.Listener) error {
 	cp.apiSrv = server.HTTPServer(cp.Server, slog.NewLogLogger(cp.log.Handler(), slog.LevelDebug))
 	if cp.cfg.IdleTimeout > 0 {
 		cp.apiSrv.IdleTimeout = cp.cfg.IdleTimeout
+	}
+	if cp.cfg.WriteTimeout > 0 {
+		cp.apiSrv.WriteTimeout = cp.cfg.WriteTimeout
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- cp.apiSrv.Serve(ln) }()

@@ -403,3 +403,71 @@ func TestRequestIDs(t *testing.T) {
 		t.Fatalf("a client error without its request ID: %#v", err)
 	}
 }
+
+// TestStreamsOutliveTheWriteTimeout: the server's write timeout bounds
+// non-streaming responses only; a Command's followed logs and a Session's
+// event stream go on past it (here 1 s) until they end.
+func TestStreamsOutliveTheWriteTimeout(t *testing.T) {
+	p := startPlaneConfig(t, "127.0.0.1:0", controlplane.Config{WriteTimeout: time.Second})
+	var c helmrtype.ComputerState
+	p.must("POST", "/v1/computers", helmrtype.ComputerCreateRequest{Template: "box"}, &c)
+	var cmd helmrtype.CommandState
+	p.must("POST", "/v1/computers/"+c.ID+"/commands", helmrtype.CommandRequest{Command: []string{"/bin/sh", "-c", "echo one; sleep 3; echo two"}}, &cmd)
+	req, _ := http.NewRequest("GET", p.url+"/v1/commands/"+cmd.ID+"/logs?follow=true", nil)
+	req.Header.Set("Authorization", "Bearer "+p.key)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 || !strings.Contains(string(body), "event: end") {
+		t.Fatalf("a Command's followed logs past the write timeout: %d %v\n%s", resp.StatusCode, err, body)
+	}
+
+	var s helmrtype.SessionCreateReceipt
+	p.must("POST", "/v1/sessions", helmrtype.SessionCreateRequest{Agent: "echo"}, &s)
+	req, _ = http.NewRequest("GET", p.url+"/v1/sessions/"+s.Session.ID+"/events", nil)
+	req.Header.Set("Authorization", "Bearer "+p.key)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	go func() {
+		time.Sleep(2500 * time.Millisecond)
+		var tr helmrtype.TurnState
+		p.must("POST", "/v1/sessions/"+s.Session.ID+"/turns", helmrtype.EnqueueRequest{Input: text("late")}, &tr)
+	}()
+	br := bufio.NewReader(resp.Body)
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("the event stream ended past the write timeout: %v", err)
+		}
+		if strings.Contains(line, "late") {
+			return
+		}
+	}
+	t.Fatal("no event of the late Turn")
+}
+
+// TestCommandCwdWithNUL: a NUL in a Command's cwd is refused; bubblewrap
+// reads its options NUL-separated, and the rest would be options of its
+// own (a bind of a host directory).
+func TestCommandCwdWithNUL(t *testing.T) {
+	p := startPlane(t, "")
+	var c helmrtype.ComputerState
+	p.must("POST", "/v1/computers", helmrtype.ComputerCreateRequest{Template: "box"}, &c)
+	body := `{"command": ["/bin/cat", "/tmp/injected/hostname"], "cwd": "/workspace/\u0000--ro-bind\u0000/etc\u0000/tmp/injected"}`
+	st, e, _ := rawCall(t, p.url, p.key, "POST", "/v1/computers/"+c.ID+"/commands", body, nil)
+	if st != 400 || e == nil || e.Code != helmrtype.CodeInvalidRequest {
+		t.Fatalf("a cwd with a NUL: %d %+v", st, e)
+	}
+	if e != nil {
+		t.Logf("refused: %s", e.Message)
+	}
+}

@@ -363,6 +363,9 @@ func (e *Engine) ExecCommand(ctx context.Context, computerID string, req helmrty
 		return nil, false, err
 	}
 	cwd := req.Cwd
+	if strings.ContainsRune(cwd, 0) {
+		return nil, false, invalid("cwd %q holds a NUL byte", req.Cwd)
+	}
 	if cwd == "" {
 		cwd = "/workspace"
 	}

@@ -184,6 +184,9 @@ func (s *Server) commandLogs(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return helmrtype.Errorf(helmrtype.CodeInternal, "streaming is not supported")
 	}
+	// A stream outlives the server's write timeout, as a Session's does:
+	// its keep-alives hold it, and it ends with the Command.
+	http.NewResponseController(w).SetWriteDeadline(time.Time{})
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)

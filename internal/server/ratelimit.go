@@ -3,6 +3,7 @@ package server
 import (
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 )
@@ -14,8 +15,9 @@ import (
 // counted. An address whose bucket is empty is answered 429 rate_limited
 // before its credential is looked up, so guessing keys costs the store
 // nothing, and the refused attempt empties the bucket again: an address
-// that keeps trying stays refused until it waits. The address is the connection's peer: a header a client sets
-// (X-Forwarded-For) is not believed.
+// that keeps trying stays refused until it waits. The address is the
+// connection's peer, an IPv6 one by its /64 (clientAddr): a header a
+// client sets (X-Forwarded-For) is not believed.
 const (
 	authFailBurst  = 50
 	authFailRefill = 200 * time.Millisecond
@@ -39,13 +41,24 @@ func newFailLimiter() *failLimiter {
 	return &failLimiter{now: time.Now, buckets: map[string]*failBucket{}}
 }
 
-// clientAddr is the address a request's connection came from.
+// clientAddr is the client a request's connection came from: its IPv4
+// address, or the /64 of its IPv6 address (one host picks any address of
+// its /64, so a bucket per address would be no limit at all).
 func clientAddr(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		return r.RemoteAddr
+		host = r.RemoteAddr
 	}
-	return host
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	a = a.WithZone("").Unmap()
+	if a.Is6() {
+		p, _ := a.Prefix(64)
+		return p.String()
+	}
+	return a.String()
 }
 
 // level refills b to now and returns it.

@@ -146,8 +146,12 @@ func RunFromEnv(ctx context.Context, agents []Agent) error {
 // readToken reads the process's credential from the descriptor named by
 // HELMR_SESSION_TOKEN_FD (and closes it), or else from
 // HELMR_SESSION_TOKEN; it removes both from the environment, so that
-// child processes of agent code inherit neither.
+// child processes of agent code inherit neither, and makes the process
+// non-dumpable (hideMemory), so that they cannot read it from its memory.
 func readToken() (string, error) {
+	if err := hideMemory(); err != nil {
+		return "", fmt.Errorf("hide the session credential: %w", err)
+	}
 	fdText, token := os.Getenv(protocol.EnvTokenFD), os.Getenv(protocol.EnvToken)
 	os.Unsetenv(protocol.EnvTokenFD)
 	os.Unsetenv(protocol.EnvToken)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/computer"
 	"github.com/helmr-go/helmr/internal/computer/local"
+	"golang.org/x/sys/unix"
 )
 
 // The escape suite: what a Command or agent code in a Computer would try
@@ -244,6 +246,96 @@ func TestEscape(t *testing.T) {
 		}
 	})
 
+	t.Run("HostSysctls", func(t *testing.T) {
+		// Host root mapped (a control plane running as root), a sandbox's
+		// user passes the permission check of the global sysctls, which
+		// ask for no capability: kernel.core_pattern names a program the
+		// kernel runs as host root on a crash. The value written back is
+		// the one read, so nothing changes even where the write works.
+		for _, f := range []string{"/proc/sys/kernel/core_pattern", "/proc/sys/kernel/modprobe", "/proc/sysrq-trigger"} {
+			if _, err := os.Stat(f); err != nil {
+				continue
+			}
+			code, out := try(t, p, s, "write "+f,
+				`test -e `+f+` || exit 7; v=$(cat `+f+` 2>/dev/null); (printf '%s\n' "$v" > `+f+`) 2>&1 || exit 7; echo wrote`)
+			if code != 7 || strings.Contains(out, "wrote") {
+				t.Fatalf("a Computer wrote the host's %s: %s", f, out)
+			}
+		}
+	})
+
+	t.Run("OptionsInjectedThroughNUL", func(t *testing.T) {
+		// bubblewrap reads its options from a pipe, NUL-separated: a NUL
+		// in a working directory or an environment value (from an image's
+		// config, a Template or a Command) would start an option of its
+		// own, such as a bind of the host's root.
+		secret := filepath.Join(t.TempDir(), "nul-secret")
+		os.WriteFile(secret, []byte("host secret behind a NUL"), 0o600)
+		inject := "\x00--ro-bind\x00" + filepath.Dir(secret) + "\x00/tmp/injected"
+		for _, ps := range []computer.ProcessSpec{
+			{Dir: "/workspace" + inject},
+			{Env: []string{"X=x" + inject}},
+		} {
+			var out bytes.Buffer
+			ps.Argv = []string{"/bin/bash", "-c", "cat /tmp/injected/nul-secret 2>&1"}
+			ps.Stdout, ps.Stderr = &out, &out
+			pr, err := p.Start(context.Background(), s, ps)
+			if err != nil {
+				t.Logf("tried: options after a NUL (dir %q, env %q): refused: %v", ps.Dir, ps.Env, err)
+				continue
+			}
+			pr.Wait()
+			t.Logf("tried: options after a NUL (dir %q, env %q): %s", ps.Dir, ps.Env, out.String())
+			if strings.Contains(out.String(), "host secret") {
+				t.Fatalf("a NUL in a process's options bound a host directory: %s", out.String())
+			}
+		}
+		img := computer.Image{Host: true, Env: []string{"Y=y" + inject}}
+		ns := newComputer(t, p, "escape-nul", func(s *computer.Spec) { s.Image = img })
+		var out bytes.Buffer
+		if pr, err := p.Start(context.Background(), ns, computer.ProcessSpec{Argv: []string{"/bin/cat", "/tmp/injected/nul-secret"}, Stdout: &out, Stderr: &out}); err == nil {
+			pr.Wait()
+			if strings.Contains(out.String(), "host secret") {
+				t.Fatalf("a NUL in an image's environment bound a host directory: %s", out.String())
+			}
+		}
+	})
+
+	t.Run("OptionValueDashDash", func(t *testing.T) {
+		// An environment value "--" is a value, not the end of
+		// bubblewrap's options: the process runs, and the variables after
+		// it stay off bubblewrap's command line.
+		var out bytes.Buffer
+		pr, err := p.Start(context.Background(), s, computer.ProcessSpec{Argv: []string{"/bin/bash", "-c", "echo A=$A SECRET=$SECRET"},
+			Env: []string{"A=--", "SECRET=s3cret"}, Stdout: &out, Stderr: &out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pr.PID()))
+		code, _ := pr.Wait()
+		t.Logf("tried: an environment value \"--\": exit %d, %s; bubblewrap's command line %q", code, strings.TrimSpace(out.String()), cmdline)
+		if code != 0 || !strings.Contains(out.String(), "A=-- SECRET=s3cret") || bytes.Contains(cmdline, []byte("s3cret")) {
+			t.Fatalf("an environment value \"--\": exit %d, %q, command line %q", code, out.String(), cmdline)
+		}
+	})
+
+	t.Run("WriteOutsideTheWorkspace", func(t *testing.T) {
+		// The sandbox's root and /dev are tmpfs mounts (in memory, up to
+		// half the host's RAM each, outside any disk limit): neither may be
+		// written. /dev/shm is, up to its bound.
+		for _, f := range []string{"/escape", "/dev/escape", "/etc/escape"} {
+			code, out := try(t, p, s, "write "+f, `echo x > `+f+` 2>&1 || exit 7`)
+			if code != 7 {
+				t.Fatalf("wrote %s: %s", f, out)
+			}
+		}
+		code, out := try(t, p, s, "write 1 MiB, then 100 MiB, to /dev/shm",
+			`head -c 1048576 /dev/zero > /dev/shm/small || exit 3; head -c 104857600 /dev/zero > /dev/shm/big 2>&1; echo size=$(stat -c %s /dev/shm/big)`)
+		if code == 3 || !strings.Contains(out, "size=") || strings.Contains(out, "size=104857600") {
+			t.Fatalf("/dev/shm is not writable up to its bound: %s", out)
+		}
+	})
+
 	t.Run("SymlinksOutOfTheWorkspace", func(t *testing.T) {
 		secret := filepath.Join(t.TempDir(), "outside")
 		os.WriteFile(secret, []byte("outside-secret"), 0o600)
@@ -281,6 +373,45 @@ func TestEscape(t *testing.T) {
 		}
 	})
 
+	t.Run("BuildStepLimits", func(t *testing.T) {
+		if p.Limits() == "" {
+			t.Skip("this host cannot enforce resource limits")
+		}
+		busybox, err := exec.LookPath("busybox")
+		if err != nil {
+			t.Skip("no busybox to make a root of")
+		}
+		root := t.TempDir()
+		os.MkdirAll(filepath.Join(root, "bin"), 0o755)
+		if b, err := exec.Command("cp", busybox, filepath.Join(root, "bin", "busybox")).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %s", err, b)
+		}
+		done := make(chan error, 1)
+		go func() {
+			done <- p.RunStep(context.Background(), root, []string{"/bin/busybox", "sleep", "2"}, nil, "/", "")
+		}()
+		// Its group, seen from the host while it runs (inside, its own
+		// cgroup namespace shows it as the root).
+		var found string
+		for deadline := time.Now().Add(2 * time.Second); found == "" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			for _, pat := range []string{"/sys/fs/cgroup/pids/helmr-test/build-*", "/sys/fs/cgroup/helmr-test/build-*"} {
+				dirs, _ := filepath.Glob(pat)
+				for _, d := range dirs {
+					procs, _ := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+					max, _ := os.ReadFile(filepath.Join(d, "pids.max"))
+					if len(strings.TrimSpace(string(procs))) > 0 {
+						found = fmt.Sprintf("%s: processes %q, pids.max %s", d, strings.Fields(string(procs)), strings.TrimSpace(string(max)))
+					}
+				}
+			}
+		}
+		err = <-done
+		t.Logf("tried: an image build step's cgroup: %v, %s", err, found)
+		if err != nil || !strings.Contains(found, "pids.max 1024") {
+			t.Fatalf("an image build step runs outside a process limit: %v %q", err, found)
+		}
+	})
+
 	t.Run("DiskLimit", func(t *testing.T) {
 		s := newComputer(t, p, "escape-disk", func(s *computer.Spec) { s.Resources = helmrtype.ResourcesManifest{Disk: "8MiB"} })
 		var out bytes.Buffer
@@ -312,4 +443,67 @@ func TestEscape(t *testing.T) {
 			t.Fatalf("a process started on a Computer past its disk limit: %v", err)
 		}
 	})
+}
+
+// ttyEnv marks the test binary re-run as the leader of a session whose
+// controlling terminal is a pseudo-terminal of the test's own.
+const ttyEnv = "HELMR_TEST_TTY"
+
+// TestEscapeTerminal: a control plane started from a shell (helmr dev,
+// helmr server in a terminal) has a controlling terminal; no Computer may
+// open it (/dev/tty) and type into the user's shell with TIOCSTI.
+func TestEscapeTerminal(t *testing.T) {
+	if os.Getenv(ttyEnv) == "" {
+		ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+		if err != nil {
+			t.Skipf("no pseudo-terminal: %v", err)
+		}
+		defer ptmx.Close()
+		if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+			t.Fatal(err)
+		}
+		n, err := unix.IoctlGetInt(int(ptmx.Fd()), unix.TIOCGPTN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pts, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestEscapeTerminal$", "-test.v")
+		cmd.Env = append(os.Environ(), ttyEnv+"=1")
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = pts, pts, pts
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pts.Close()
+		var out bytes.Buffer
+		read := make(chan struct{})
+		go func() { io.Copy(&out, ptmx); close(read) }()
+		err = cmd.Wait()
+		select {
+		case <-read:
+		case <-time.After(5 * time.Second):
+		}
+		t.Logf("with a controlling terminal:\n%s", out.String())
+		if err != nil || !strings.Contains(out.String(), "--- PASS: TestEscapeTerminal") {
+			t.Fatalf("%v", err)
+		}
+		return
+	}
+	if f, err := os.OpenFile("/dev/tty", os.O_RDWR, 0); err != nil {
+		t.Fatalf("the test has no controlling terminal: %v", err)
+	} else {
+		f.Close()
+	}
+	p, _, _ := escapeProvider(t)
+	s := newComputer(t, p, "escape-tty", nil)
+	// TIOCSTI (0x5412) pushes a byte into the terminal's input, as if the
+	// user typed it: the shell that started the control plane reads it.
+	_, out := try(t, p, s, "open the control plane's terminal and type into it",
+		`exec 3</dev/tty && echo opened-tty; perl -e 'open(T, "+<", "/dev/tty") or die "open: $!\n"; my $c = "#"; ioctl(T, 0x5412, $c) or die "TIOCSTI: $!\n"; print "typed\n"' 2>&1`)
+	if strings.Contains(out, "opened-tty") || strings.Contains(out, "typed") {
+		t.Fatalf("a Computer reached the control plane's terminal: %s", out)
+	}
 }

@@ -12,6 +12,8 @@ package local
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -20,9 +22,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 
+	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/computer"
 )
 
@@ -228,6 +232,26 @@ func imageRoot(root string) ([]string, error) {
 	return args, nil
 }
 
+// procArgs returns the arguments of a sandbox's /proc: its PID
+// namespace's, read-only. A sandbox's user is host root mapped when the
+// control plane runs as root, and the kernel lets the host's root user
+// write the global sysctls under /proc/sys (kernel.core_pattern,
+// kernel.modprobe: a program the kernel runs as host root) and
+// /proc/sysrq-trigger by file permission alone, without capabilities.
+func procArgs() []string {
+	return []string{"--proc", "/proc", "--remount-ro", "/proc"}
+}
+
+// devShmSize bounds /dev/shm (POSIX shared memory) in a sandbox.
+const devShmSize = 64 << 20
+
+// devArgs returns the arguments of a sandbox's /dev: bubblewrap's minimal
+// one, read-only (it is a tmpfs, in memory and outside any disk limit),
+// with a writable /dev/shm of devShmSize bytes.
+func devArgs() []string {
+	return []string{"--dev", "/dev", "--size", strconv.Itoa(devShmSize), "--tmpfs", "/dev/shm", "--remount-ro", "/dev"}
+}
+
 // defaultPath is PATH inside a Computer when the image sets none.
 const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -289,7 +313,7 @@ func (p *Provider) Start(ctx context.Context, spec computer.Spec, ps computer.Pr
 	} else {
 		var args []string
 		if args, err = p.sandboxArgs(spec, ws, tmp, dir, env, ps); err == nil {
-			cmd, sb, err = p.sandboxed(args, ps.Files, spec.Network)
+			cmd, sb, err = p.sandboxed(args, ps.Argv, ps.Files, spec.Network)
 		}
 	}
 	if err != nil {
@@ -302,10 +326,13 @@ func (p *Provider) Start(ctx context.Context, spec computer.Spec, ps computer.Pr
 	if cmd.Stderr == nil {
 		cmd.Stderr = io.Discard
 	}
-	// Its own process group: the tree is signalled, frozen and limited as
-	// one. It is not tied to the control plane's life (no pdeathsig): a
-	// session process outlives a control-plane restart.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own session, hence its own process group: the tree is
+	// signalled, frozen and limited as one, and it has no controlling
+	// terminal (a control plane started from a shell, as helmr dev is,
+	// would otherwise give it the user's: /dev/tty, TIOCSTI typing into
+	// the shell). It is not tied to the control plane's life (no
+	// pdeathsig): a session process outlives a control-plane restart.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		sb.abandon()
 		return nil, fmt.Errorf("local: start %s: %w", ps.Argv[0], err)
@@ -313,15 +340,19 @@ func (p *Provider) Start(ctx context.Context, spec computer.Spec, ps computer.Pr
 	pr := &process{cmd: cmd, done: make(chan struct{})}
 	fail := func(err error) (computer.Process, error) {
 		// Without its limits or its network's firewall the process must
-		// not run user code.
-		sb.abandon()
+		// not run user code: it is killed before its block descriptor
+		// closes (bubblewrap reads the end of the descriptor as a go).
 		pr.Signal(syscall.SIGKILL)
+		sb.abandon()
 		cmd.Wait()
 		return nil, err
 	}
-	if err := sb.started(ctx, p.net, spec.NetworkAllow); err != nil {
-		return fail(err)
-	}
+	// Limits first, while bubblewrap still waits for its arguments and
+	// has started nothing: every process of the sandbox is born inside
+	// its cgroups and file size limit. bubblewrap takes the end of its
+	// block descriptor for a go, so a control plane that dies before the
+	// release (a crash, an OOM kill) must not leave a sandbox running
+	// outside its limits.
 	if err := p.limits.apply(spec.ID, spec.Resources, cmd.Process.Pid); err != nil {
 		return fail(fmt.Errorf("local: resource limits: %w", err))
 	}
@@ -330,8 +361,12 @@ func (p *Provider) Start(ctx context.Context, spec computer.Spec, ps computer.Pr
 			return fail(err)
 		}
 	}
+	if err := sb.started(ctx, p.net, spec.NetworkAllow); err != nil {
+		return fail(err)
+	}
 	// Only now does the sandbox run the command (it waited on its block
-	// descriptor): everything it starts is inside its limits.
+	// descriptor): everything it starts is inside its limits and, with
+	// network, behind its firewall.
 	if err := sb.release(); err != nil {
 		return fail(err)
 	}
@@ -342,8 +377,9 @@ func (p *Provider) Start(ctx context.Context, spec computer.Spec, ps computer.Pr
 	return pr, nil
 }
 
-// sandboxArgs returns bubblewrap's arguments for one process of a
-// Computer (they travel by a pipe, not on the command line).
+// sandboxArgs returns bubblewrap's options for one process of a
+// Computer (they travel by a pipe, not on the command line); the command
+// follows them apart (sandboxed).
 func (p *Provider) sandboxArgs(spec computer.Spec, ws, tmp, dir string, env []string, ps computer.ProcessSpec) ([]string, error) {
 	args := []string{"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--unshare-net", "--hostname", "computer", "--cap-drop", "ALL", "--clearenv"}
@@ -357,8 +393,9 @@ func (p *Provider) sandboxArgs(spec computer.Spec, ws, tmp, dir string, env []st
 		}
 		args = append(args, root...)
 	}
-	args = append(args, "--proc", "/proc", "--dev", "/dev",
-		"--bind", ws, computer.Workspace, "--bind", tmp, computer.Tmp)
+	args = append(args, procArgs()...)
+	args = append(args, devArgs()...)
+	args = append(args, "--bind", ws, computer.Workspace, "--bind", tmp, computer.Tmp)
 	for _, b := range ps.Binds {
 		flag := "--ro-bind"
 		if b.Writable {
@@ -366,12 +403,16 @@ func (p *Provider) sandboxArgs(spec computer.Spec, ws, tmp, dir string, env []st
 		}
 		args = append(args, flag, b.Src, b.Dst)
 	}
+	// The sandbox's own root is a tmpfs (in memory, up to half the host's
+	// RAM, outside any disk limit): once every mount point is made it is
+	// read-only, so /workspace, /tmp and /dev/shm are the only places a
+	// process can write.
+	args = append(args, "--remount-ro", "/")
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
 		args = append(args, "--setenv", k, v)
 	}
-	args = append(args, "--chdir", dir)
-	return append(append(args, "--"), ps.Argv...), nil
+	return append(args, "--chdir", dir), nil
 }
 
 // unsafeCommand runs the process on the host: binds become environment
@@ -466,7 +507,10 @@ func (p *Provider) RunStep(ctx context.Context, root string, argv, env []string,
 	// own with outbound access, like a Computer with Network.
 	args := []string{"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--unshare-net", "--hostname", "build", "--cap-drop", "ALL", "--clearenv", "--die-with-parent",
-		"--bind", root, "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"}
+		"--bind", root, "/"}
+	args = append(args, procArgs()...)
+	args = append(args, devArgs()...)
+	args = append(args, "--tmpfs", "/tmp")
 	if _, err := os.Stat("/etc/resolv.conf"); err == nil {
 		args = append(args, "--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf")
 	}
@@ -474,38 +518,54 @@ func (p *Provider) RunStep(ctx context.Context, root string, argv, env []string,
 		k, v, _ := strings.Cut(kv, "=")
 		args = append(args, "--setenv", k, v)
 	}
-	args = append(args, "--chdir", workdir, "--")
-	args = append(args, argv...)
+	args = append(args, "--chdir", workdir)
 	// Without pasta or nft a step runs with no network at all (a step
 	// that fetches fails and says why), never with the host's.
 	network := p.net.why == ""
 	if !network {
 		p.log.Warn("an image build step runs without network", "reason", p.net.why)
 	}
-	cmd, sb, err := p.sandboxed(args, nil, network)
+	cmd, sb, err := p.sandboxed(args, argv, nil, network)
 	if err != nil {
 		return err
 	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own session: no controlling terminal (see Start).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		sb.abandon()
 		return err
 	}
 	stop := context.AfterFunc(ctx, func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
 	defer stop()
-	err = sb.started(ctx, p.net, nil)
+	// A step is limited as a Computer with default resources is (a
+	// process limit of helmrtype.DefaultProcesses): a fork bomb in a
+	// Template's build step is not bounded by the host alone.
+	var idb [8]byte
+	rand.Read(idb[:])
+	id := "build-" + hex.EncodeToString(idb[:])
+	defer p.limits.remove(id)
+	// Limits before the arguments, as in Start.
+	if err = p.limits.apply(id, helmrtype.ResourcesManifest{}, cmd.Process.Pid); err != nil {
+		err = fmt.Errorf("local: resource limits: %w", err)
+	}
+	if err == nil {
+		err = sb.started(ctx, p.net, nil)
+	}
 	if err == nil {
 		err = sb.release()
 	}
 	if err != nil {
-		sb.abandon()
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		sb.abandon()
 		cmd.Wait()
 		return err
 	}
-	if err := cmd.Wait(); err != nil {
+	err = cmd.Wait()
+	// Its tree goes with it, so that its cgroup can be removed.
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	if err != nil {
 		return fmt.Errorf("%v: %s", err, tail(out.Bytes(), 2048))
 	}
 	return nil

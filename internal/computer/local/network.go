@@ -8,9 +8,12 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/helmr-go/helmr/helmrtype"
 )
@@ -61,7 +64,7 @@ func (n *netStack) attach(ctx context.Context, pid int, allow []helmrtype.Networ
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	rules := firewall(hostAddrs(), allow)
+	rules := firewall(hostPrefixes(), allow)
 	ns := "/proc/" + strconv.Itoa(pid) + "/ns/"
 	fw := exec.CommandContext(ctx, n.nsenter, "--net="+ns+"net", "--", n.nft, "-f", "-")
 	fw.Env, fw.Stdin = []string{}, strings.NewReader(rules)
@@ -88,14 +91,60 @@ func (n *netStack) attach(ctx context.Context, pid int, allow []helmrtype.Networ
 	return nil
 }
 
-// hostAddrs returns the addresses of this host's interfaces.
-func hostAddrs() []netip.Addr {
-	var out []netip.Addr
+// hostPrefixes returns what this host answers as its own: the addresses
+// of its interfaces and every local, broadcast and anycast route of its
+// routing tables (a "local" route such as `ip route add local
+// 198.18.2.0/24 dev lo` makes a whole prefix the host's without any
+// interface address in it). They are read once per process started.
+func hostPrefixes() []netip.Prefix {
+	var out []netip.Prefix
 	addrs, _ := net.InterfaceAddrs()
 	for _, a := range addrs {
 		if ipn, ok := a.(*net.IPNet); ok {
 			if ip, ok := netip.AddrFromSlice(ipn.IP); ok {
-				out = append(out, ip.Unmap())
+				ip = ip.Unmap()
+				out = append(out, netip.PrefixFrom(ip, ip.BitLen()))
+			}
+		}
+	}
+	return append(out, localRoutes()...)
+}
+
+// localRoutes returns the destinations of the host's local, broadcast and
+// anycast routes, from a netlink dump of every routing table.
+func localRoutes() []netip.Prefix {
+	rib, err := syscall.NetlinkRIB(syscall.RTM_GETROUTE, syscall.AF_UNSPEC)
+	if err != nil {
+		return nil
+	}
+	msgs, err := syscall.ParseNetlinkMessage(rib)
+	if err != nil {
+		return nil
+	}
+	var out []netip.Prefix
+	for i := range msgs {
+		m := &msgs[i]
+		if m.Header.Type != syscall.RTM_NEWROUTE || len(m.Data) < syscall.SizeofRtMsg {
+			continue
+		}
+		rt := (*syscall.RtMsg)(unsafe.Pointer(&m.Data[0]))
+		switch rt.Type {
+		case syscall.RTN_LOCAL, syscall.RTN_BROADCAST, syscall.RTN_ANYCAST:
+		default:
+			continue
+		}
+		attrs, err := syscall.ParseNetlinkRouteAttr(m)
+		if err != nil {
+			continue
+		}
+		for _, a := range attrs {
+			if a.Attr.Type != syscall.RTA_DST {
+				continue
+			}
+			if ip, ok := netip.AddrFromSlice(a.Value); ok {
+				if p, err := ip.Unmap().Prefix(int(rt.Dst_len)); err == nil {
+					out = append(out, p)
+				}
 			}
 		}
 	}
@@ -108,21 +157,28 @@ var (
 	blocked6 = []string{"::/128", "::1/128", "fe80::/10", "ff00::/8", "::ffff:0:0/96"}
 )
 
-// covered reports whether a lies in one of the blocked prefixes.
-func covered(a netip.Addr) bool {
-	for _, s := range append(blocked4, blocked6...) {
-		if netip.MustParsePrefix(s).Contains(a) {
-			return true
+// disjoint returns the prefixes of in that no other one contains (nft
+// refuses overlapping elements of a set), shortest first.
+func disjoint(in []netip.Prefix) []netip.Prefix {
+	ps := append([]netip.Prefix(nil), in...)
+	for i := range ps {
+		ps[i] = ps[i].Masked()
+	}
+	slices.SortStableFunc(ps, func(a, b netip.Prefix) int { return a.Bits() - b.Bits() })
+	var out []netip.Prefix
+	for _, p := range ps {
+		if !slices.ContainsFunc(out, p.Overlaps) {
+			out = append(out, p)
 		}
 	}
-	return false
+	return out
 }
 
 // firewall returns the nftables ruleset of a networked Computer's
 // namespace: its own loopback always; then the allowlist, if any, and
 // nothing else; without one, everything but the blocked destinations and
-// the host's own addresses.
-func firewall(host []netip.Addr, allow []helmrtype.NetworkDest) string {
+// the host's own prefixes.
+func firewall(host []netip.Prefix, allow []helmrtype.NetworkDest) string {
 	var b strings.Builder
 	b.WriteString("table inet helmr {\n\tchain output {\n\t\ttype filter hook output priority filter; policy accept;\n")
 	b.WriteString("\t\toifname \"lo\" accept\n")
@@ -141,17 +197,16 @@ func firewall(host []netip.Addr, allow []helmrtype.NetworkDest) string {
 		b.WriteString("\t\treject\n\t}\n}\n")
 		return b.String()
 	}
-	v4, v6 := append([]string(nil), blocked4...), append([]string(nil), blocked6...)
-	seen := map[netip.Addr]bool{}
-	for _, a := range host {
-		if seen[a] || covered(a) {
-			continue // nft refuses overlapping elements
-		}
-		seen[a] = true
-		if a.Is4() {
-			v4 = append(v4, a.String())
+	all := append([]netip.Prefix(nil), host...)
+	for _, s := range append(append([]string(nil), blocked4...), blocked6...) {
+		all = append(all, netip.MustParsePrefix(s))
+	}
+	var v4, v6 []string
+	for _, p := range disjoint(all) {
+		if p.Addr().Is4() {
+			v4 = append(v4, p.String())
 		} else {
-			v6 = append(v6, a.String())
+			v6 = append(v6, p.String())
 		}
 	}
 	fmt.Fprintf(&b, "\t\tip daddr { %s } reject\n", strings.Join(v4, ", "))

@@ -18,7 +18,11 @@ const testNetnsEnv = "HELMR_TEST_NETNS"
 
 // Inside the test's namespace: veth0 (198.18.0.1/24, the default route's
 // interface, whose peer is in the same namespace: nothing leaves) and a
-// second address on loopback, 198.18.1.1, where the "host" serves.
+// second address on loopback, 198.18.1.1, where the "host" serves; the
+// same in IPv6 (fd01::1/64 on veth0, fd02::1 on loopback); and a local
+// route, 198.18.2.0/24 on loopback: the whole prefix is the host's,
+// though no interface has an address in it (a service on 0.0.0.0
+// answers there).
 const netnsSetup = `set -e
 ip link set lo up
 ip link add veth0 type veth peer name veth1
@@ -26,6 +30,10 @@ ip addr add 198.18.0.1/24 dev veth0
 ip link set veth0 up; ip link set veth1 up
 ip route add default via 198.18.0.254 dev veth0
 ip addr add 198.18.1.1/32 dev lo
+ip -6 addr add fd01::1/64 dev veth0 nodad
+ip -6 route add default via fd01::fe dev veth0
+ip -6 addr add fd02::1/128 dev lo
+ip route add local 198.18.2.0/24 dev lo
 exec "$0" "$@"`
 
 // TestNetwork checks a networked Computer in a network namespace of the
@@ -71,6 +79,7 @@ func TestNetwork(t *testing.T) {
 		return ln.Addr().(*net.TCPAddr).Port
 	}
 	loop, host, other := serve("127.0.0.1:0"), serve("198.18.1.1:0"), serve("198.18.1.1:0")
+	anyAddr, host6 := serve("0.0.0.0:0"), serve("[fd02::1]:0")
 	reach := func(s computer.Spec, addr string, port int) (bool, string) {
 		code, out := try(t, p, s, fmt.Sprintf("connect to %s:%d (network %v, allow %v)", addr, port, s.Network, s.NetworkAllow),
 			fmt.Sprintf(`timeout 5 bash -c 'exec 3<>/dev/tcp/%s/%d && head -1 <&3'`, addr, port))
@@ -83,6 +92,15 @@ func TestNetwork(t *testing.T) {
 	}
 	if ok, out := reach(open, "198.18.1.1", host); ok {
 		t.Fatalf("a networked Computer reached a host address it was not allowed: %s", out)
+	}
+	if ok, out := reach(open, "198.18.2.7", anyAddr); ok {
+		t.Fatalf("a networked Computer reached the host through a local route: %s", out)
+	}
+	if ok, out := reach(open, "fd02::1", host6); ok {
+		t.Fatalf("a networked Computer reached a host IPv6 address: %s", out)
+	}
+	if ok, out := reach(open, "::ffff:198.18.1.1", host); ok {
+		t.Fatalf("a networked Computer reached a host address as IPv4-mapped IPv6: %s", out)
 	}
 	if _, out := try(t, p, open, "look at the interfaces", "ip -br addr; ip route"); !strings.Contains(out, "default") {
 		t.Fatalf("a networked Computer has no route out: %s", out)

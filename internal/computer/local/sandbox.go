@@ -41,16 +41,21 @@ type sandbox struct {
 	argsW           *os.File
 }
 
-// sandboxed returns the bubblewrap command that runs args (options, then
-// "--" and the command, which alone stays on the command line: it is the
-// process's own), with files as descriptors 3, 4, … of the process, and
-// its sandbox.
-func (p *Provider) sandboxed(args []string, files []*os.File, network bool) (*exec.Cmd, *sandbox, error) {
-	var argv []string
-	for i, a := range args {
-		if a == "--" {
-			args, argv = args[:i], args[i:]
-			break
+// sandboxed returns the bubblewrap command that runs argv with options
+// args (they travel by a pipe; the command alone stays on the command line:
+// it is the process's own), with files as descriptors 3, 4, … of the
+// process, and its sandbox. The two are kept apart by the caller: an
+// option's value may itself be "--" (an environment value), which must not
+// end the options.
+func (p *Provider) sandboxed(args, argv []string, files []*os.File, network bool) (*exec.Cmd, *sandbox, error) {
+	argv = append([]string{"--"}, argv...)
+	// The options travel NUL-separated: a NUL inside one (a working
+	// directory, an environment value from an image, a Template or a
+	// Command) would start an option of its own, such as a bind of the
+	// host's root.
+	for _, a := range args {
+		if strings.IndexByte(a, 0) >= 0 {
+			return nil, nil, fmt.Errorf("local: a sandbox option holds a NUL byte: %q", a)
 		}
 	}
 	sb := &sandbox{args: args}
