@@ -73,6 +73,9 @@ type Config struct {
 	// ReconnectWindow and ReattachWindow: see supervisor.Options.
 	ReconnectWindow time.Duration
 	ReattachWindow  time.Duration
+	// MaxCommandOutput bounds the stored output of one Command (default
+	// supervisor.DefaultMaxCommandOutput, 64 MiB).
+	MaxCommandOutput int64
 	// IdleTimeout closes an API connection kept alive with no request for
 	// this long (default server.IdleTimeout).
 	IdleTimeout time.Duration
@@ -297,7 +300,7 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	}
 	cleanups = append(cleanups, func() { freezer.Cleanup(fz) })
 	cp.Supervisor = supervisor.New(cp.Engine, l, supervisor.Options{SocketPath: cp.SocketPath, Logger: cfg.Logger,
-		ReconnectWindow: cfg.ReconnectWindow, ReattachWindow: cfg.ReattachWindow, Freezer: fz,
+		ReconnectWindow: cfg.ReconnectWindow, ReattachWindow: cfg.ReattachWindow, Freezer: fz, MaxCommandOutput: cfg.MaxCommandOutput,
 		LeaseTTL: cfg.LeaseTTL, ResolveBinary: cp.resolveBinary, ResolveSources: cp.resolveSources})
 	cp.cleanups = cleanups
 	opts := server.Options{Logger: cfg.Logger, DeploymentsDir: cp.DeploymentsDir(), Ready: cp.ready, Publish: cp.PublishDeployment}

@@ -471,3 +471,37 @@ func TestCommandCwdWithNUL(t *testing.T) {
 		t.Logf("refused: %s", e.Message)
 	}
 }
+
+// TestCommandOutputIsBounded: a Command that prints more than the limit
+// has the first bytes stored, then one note on stderr, and nothing more.
+func TestCommandOutputIsBounded(t *testing.T) {
+	p := startPlaneConfig(t, "127.0.0.1:0", controlplane.Config{MaxCommandOutput: 1 << 20})
+	var c helmrtype.ComputerState
+	p.must("POST", "/v1/computers", helmrtype.ComputerCreateRequest{Template: "box"}, &c)
+	var cmd helmrtype.CommandState
+	p.must("POST", "/v1/computers/"+c.ID+"/commands", helmrtype.CommandRequest{
+		Command: []string{"/bin/sh", "-c", "head -c 8388608 /dev/zero | tr '\\0' x; echo after >&2"}}, &cmd)
+	var w helmrtype.CommandWaitResult
+	p.must("GET", "/v1/commands/"+cmd.ID+"/wait?timeout=30s", nil, &w)
+	var stdout, stderr int
+	var last string
+	for after := int64(0); ; {
+		var page helmrtype.CommandLogPage
+		p.must("GET", fmt.Sprintf("/v1/commands/%s/logs?after=%d", cmd.ID, after), nil, &page)
+		for _, r := range page.Records {
+			if r.Stream == "stdout" {
+				stdout += len(r.Data)
+			} else {
+				stderr += len(r.Data)
+				last = string(r.Data)
+			}
+		}
+		if len(page.Records) == 0 || page.NextAfter == after {
+			break
+		}
+		after = page.NextAfter
+	}
+	if stdout > 1<<20 || stdout < 1<<19 || !strings.Contains(last, "the rest of its output was dropped") || strings.Contains(last, "after") {
+		t.Fatalf("8 MiB under a 1 MiB limit: %d bytes of stdout stored, last stderr %q", stdout, last)
+	}
+}

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -231,12 +232,30 @@ type logSink struct {
 	done    chan struct{}
 	closed  bool
 	flushed chan struct{}
+	// kept is how many bytes of output were taken; past max the rest is
+	// dropped (dropped set) and a note says so.
+	kept    int64
+	max     int64
+	dropped bool
 }
 
 const maxLogChunk = 64 << 10
 
+// DefaultMaxCommandOutput bounds the output of one Command that is stored
+// (both streams together; Options.MaxCommandOutput): a Command that prints
+// more cannot exhaust the control plane's memory or the store's disk.
+// What comes after is dropped, and a line on stderr says so.
+const DefaultMaxCommandOutput = 64 << 20
+
+// droppedNote ends the stored output of a Command that printed more than
+// max bytes.
+func droppedNote(max int64) []byte {
+	return fmt.Appendf(nil, "\n[helmr: the command printed more than %d bytes; the rest of its output was dropped]\n", max)
+}
+
 func newLogSink(s *Supervisor, id string) *logSink {
-	l := &logSink{s: s, id: id, kick: make(chan struct{}, 1), done: make(chan struct{}), flushed: make(chan struct{})}
+	l := &logSink{s: s, id: id, kick: make(chan struct{}, 1), done: make(chan struct{}), flushed: make(chan struct{}),
+		max: cmp.Or(s.opts.MaxCommandOutput, DefaultMaxCommandOutput)}
 	go l.loop()
 	return l
 }
@@ -252,17 +271,29 @@ func (w *streamWriter) Write(p []byte) (int, error) {
 	l := w.l
 	l.mu.Lock()
 	now := l.s.eng.Now()
-	for rest := p; len(rest) > 0; {
+	stream, rest := w.stream, p
+	over := int64(len(rest)) > l.max-l.kept
+	if over {
+		rest = rest[:max(l.max-l.kept, 0)]
+	}
+	l.kept += int64(len(rest))
+	for len(rest) > 0 {
 		n := min(len(rest), maxLogChunk)
 		// Append to the last pending chunk of the same stream when it has room.
-		if k := len(l.pending); k > 0 && l.pending[k-1].Stream == w.stream && len(l.pending[k-1].Data)+n <= maxLogChunk {
+		if k := len(l.pending); k > 0 && l.pending[k-1].Stream == stream && len(l.pending[k-1].Data)+n <= maxLogChunk {
 			l.pending[k-1].Data = append(l.pending[k-1].Data, rest[:n]...)
 		} else {
 			l.seq++
-			l.pending = append(l.pending, store.CommandLog{CommandID: l.id, Sequence: l.seq, Stream: w.stream,
+			l.pending = append(l.pending, store.CommandLog{CommandID: l.id, Sequence: l.seq, Stream: stream,
 				Data: append([]byte(nil), rest[:n]...), At: now})
 		}
 		rest = rest[n:]
+	}
+	if over && !l.dropped {
+		// The note is stored whole, past the limit, once.
+		l.dropped = true
+		l.seq++
+		l.pending = append(l.pending, store.CommandLog{CommandID: l.id, Sequence: l.seq, Stream: "stderr", Data: droppedNote(l.max), At: now})
 	}
 	l.mu.Unlock()
 	select {

@@ -33,6 +33,9 @@ const killGrace = 2 * time.Second
 
 // Options configure New.
 type Options struct {
+	// MaxCommandOutput bounds the stored output of one Command (default
+	// DefaultMaxCommandOutput).
+	MaxCommandOutput int64
 	// SocketPath is the Unix socket where processes reach the protocol
 	// endpoint. It must stay the same across restarts for processes to
 	// reattach.
