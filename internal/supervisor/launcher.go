@@ -125,7 +125,9 @@ func (l *ComputerLauncher) Launch(ctx context.Context, spec LaunchSpec) (Process
 	if err := os.MkdirAll(logDir, 0o700); err != nil {
 		return nil, err
 	}
-	logf, err := os.OpenFile(filepath.Join(logDir, "process.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	logPath := filepath.Join(logDir, "process.log")
+	rotateLog(logPath, spec.Template.Resources)
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -201,6 +203,26 @@ func (p *computerProcess) Done() <-chan struct{} { return p.done }
 func (p *computerProcess) PID() int   { return p.pr.PID() }
 func (p *computerProcess) Err() error { return p.err }
 func (p *computerProcess) Kill()      { p.pr.Signal(syscall.SIGKILL) }
+
+// maxKeptLog is the size past which a session process's log is rotated at
+// its next launch.
+const maxKeptLog = 1 << 20
+
+// rotateLog moves a process log past its size to path.1 (one generation
+// is kept), so that logs do not grow without end across launches. With a
+// disk limit it rotates at a quarter of it: the process writes its log
+// under that limit as its file size limit, and would be stopped by it.
+func rotateLog(path string, r helmrtype.ResourcesManifest) {
+	limit := int64(maxKeptLog)
+	if r.Disk != "" {
+		if n, err := helmrtype.ParseMemory(r.Disk); err == nil {
+			limit = min(limit, n/4)
+		}
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Size() > limit {
+		os.Rename(path, path+".1")
+	}
+}
 
 // Limits of a manifest run (ReadManifest).
 var manifestResources = helmrtype.ResourcesManifest{CPU: 1, Memory: "1GiB", Processes: 256, Disk: "64MiB"}
