@@ -3,6 +3,8 @@ package local
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/helmr-go/helmr/helmrtype"
@@ -40,7 +43,19 @@ type limiter struct {
 	mem, cpu, pids string
 	v2             bool
 	why            string
+
+	// spares are empty pids cgroups made ahead (cgroup v1), renamed to a
+	// new Computer's: making a cgroup costs milliseconds on a new
+	// Computer's first start, renaming one almost nothing.
+	spareMu   sync.Mutex
+	spares    []string
+	refilling bool
+	closed    bool
+	refills   sync.WaitGroup
 }
+
+// spareGroups is how many spare pids cgroups are kept ready.
+const spareGroups = 2
 
 func newLimiter(name string, log *slog.Logger) *limiter {
 	l := &limiter{log: log}
@@ -203,7 +218,7 @@ func (l *limiter) setLimits(id string, mem int64, cpu float64, procs int) error 
 		}
 		return write(filepath.Join(d, "cpu.max"), quota+" "+strconv.Itoa(cpuPeriod))
 	}
-	pd, err := mkdir(l.pids)
+	pd, err := l.pidsGroup(id)
 	if err != nil {
 		return err
 	}
@@ -239,6 +254,61 @@ func (l *limiter) setLimits(id string, mem int64, cpu float64, procs int) error 
 	return nil
 }
 
+// pidsGroup returns the Computer's pids cgroup (cgroup v1), made from a
+// spare when it does not exist yet.
+func (l *limiter) pidsGroup(id string) (string, error) {
+	d := filepath.Join(l.pids, id)
+	if fileExists(d) {
+		return d, nil
+	}
+	l.spareMu.Lock()
+	var spare string
+	if n := len(l.spares); n > 0 {
+		spare, l.spares = l.spares[n-1], l.spares[:n-1]
+	}
+	l.spareMu.Unlock()
+	l.refill()
+	if spare != "" && os.Rename(spare, d) == nil {
+		return d, nil
+	}
+	return d, os.MkdirAll(d, 0o755)
+}
+
+// refill makes spare pids cgroups aside until there are spareGroups.
+func (l *limiter) refill() {
+	l.spareMu.Lock()
+	defer l.spareMu.Unlock()
+	if l.refilling || l.closed || len(l.spares) >= spareGroups {
+		return
+	}
+	l.refilling = true
+	l.refills.Add(1)
+	go func() {
+		defer l.refills.Done()
+		for {
+			l.spareMu.Lock()
+			if l.closed || len(l.spares) >= spareGroups {
+				l.refilling = false
+				l.spareMu.Unlock()
+				return
+			}
+			l.spareMu.Unlock()
+			var b [6]byte
+			rand.Read(b[:])
+			d := filepath.Join(l.pids, ".spare-"+hex.EncodeToString(b[:]))
+			err := os.Mkdir(d, 0o755)
+			l.spareMu.Lock()
+			if err != nil {
+				l.refilling = false
+				l.spareMu.Unlock()
+				return
+			}
+			l.spares = append(l.spares, d)
+			l.spareMu.Unlock()
+		}
+	}()
+}
+
 func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
@@ -248,6 +318,11 @@ func fileExists(path string) bool {
 // parent groups when nothing is left in them (a stopping control plane;
 // groups in use stay).
 func (l *limiter) cleanup() {
+	l.spareMu.Lock()
+	l.closed = true
+	l.spares = nil
+	l.spareMu.Unlock()
+	l.refills.Wait() // the spares are empty groups: removed below
 	for _, base := range []string{l.mem, l.cpu, l.pids} {
 		if base == "" {
 			continue

@@ -63,9 +63,9 @@ type Provider struct {
 	bwrap  string
 	limits *limiter
 	net    *netStack
-	// accounts is the directory of the sandbox user's passwd and group.
-	accounts string
-	disk     *diskWatch
+	// hostEtc is the /etc of host images (writeHostEtc).
+	hostEtc string
+	disk    *diskWatch
 }
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
@@ -93,11 +93,11 @@ func New(opts Options) (*Provider, error) {
 	// Descriptors this process inherited (a shell's redirections, a
 	// supervisor's pipes) must not reach any Computer.
 	closeInherited()
-	accounts, err := writeAccounts(opts.Dir)
+	hostEtc, err := writeHostEtc(opts.Dir, "/etc")
 	if err != nil {
 		return nil, err
 	}
-	p := &Provider{opts: opts, log: opts.Logger, kind: KindBubblewrap, net: newNetStack(), accounts: accounts}
+	p := &Provider{opts: opts, log: opts.Logger, kind: KindBubblewrap, net: newNetStack(), hostEtc: hostEtc}
 	if err := p.probe(); err != nil {
 		if !opts.Unsafe {
 			return nil, fmt.Errorf("%w: %v (install bubblewrap and allow user namespaces, or run with --unsafe-no-sandbox to run agent processes unisolated on the host)", ErrNoSandbox, err)
@@ -385,7 +385,7 @@ func (p *Provider) sandboxArgs(spec computer.Spec, ws, tmp, dir string, env []st
 		"--unshare-net", "--hostname", "computer", "--cap-drop", "ALL", "--clearenv"}
 	switch {
 	case spec.Image.Host:
-		args = append(args, hostRoot(p.accounts)...)
+		args = append(args, hostRoot(p.hostEtc)...)
 	case spec.Image.Root != "":
 		root, err := imageRoot(spec.Image.Root)
 		if err != nil {
