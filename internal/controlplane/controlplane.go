@@ -387,7 +387,7 @@ func (cp *ControlPlane) Serve(ctx context.Context, ln net.Listener) error {
 		cp.apiSrv.WriteTimeout = cp.cfg.WriteTimeout
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- cp.apiSrv.Serve(ln) }()
+	go func() { errc <- cp.apiSrv.Serve(server.LimitConnections(ln, server.MaxConnsPerAddr)) }()
 	select {
 	case err := <-errc:
 		return err

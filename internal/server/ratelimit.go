@@ -49,6 +49,12 @@ func clientAddr(r *http.Request) string {
 	if err != nil {
 		host = r.RemoteAddr
 	}
+	return addrKey(host)
+}
+
+// addrKey is the key of a client address: an IPv4 address (a v4-mapped
+// one too), or an IPv6 address's /64.
+func addrKey(host string) string {
 	a, err := netip.ParseAddr(host)
 	if err != nil {
 		return host

@@ -44,9 +44,10 @@ type limiter struct {
 	v2             bool
 	why            string
 
-	// spares are empty pids cgroups made ahead (cgroup v1), renamed to a
-	// new Computer's: making a cgroup costs milliseconds on a new
-	// Computer's first start, renaming one almost nothing.
+	// spares are empty pids cgroups made ahead (cgroup v1) with the
+	// default limit, renamed to a new Computer's: making a cgroup costs
+	// milliseconds on a new Computer's first start, renaming one almost
+	// nothing.
 	spareMu   sync.Mutex
 	spares    []string
 	refilling bool
@@ -218,12 +219,14 @@ func (l *limiter) setLimits(id string, mem int64, cpu float64, procs int) error 
 		}
 		return write(filepath.Join(d, "cpu.max"), quota+" "+strconv.Itoa(cpuPeriod))
 	}
-	pd, err := l.pidsGroup(id)
+	pd, set, err := l.pidsGroup(id, procs)
 	if err != nil {
 		return err
 	}
-	if err := write(filepath.Join(pd, "pids.max"), strconv.Itoa(procs)); err != nil {
-		return err
+	if !set {
+		if err := write(filepath.Join(pd, "pids.max"), strconv.Itoa(procs)); err != nil {
+			return err
+		}
 	}
 	if mem > 0 {
 		md, err := mkdir(l.mem)
@@ -255,11 +258,13 @@ func (l *limiter) setLimits(id string, mem int64, cpu float64, procs int) error 
 }
 
 // pidsGroup returns the Computer's pids cgroup (cgroup v1), made from a
-// spare when it does not exist yet.
-func (l *limiter) pidsGroup(id string) (string, error) {
+// spare when it does not exist yet; set reports that its pids.max is
+// procs already (a group made earlier for this Computer, or a spare,
+// made with the default limit).
+func (l *limiter) pidsGroup(id string, procs int) (dir string, set bool, err error) {
 	d := filepath.Join(l.pids, id)
 	if fileExists(d) {
-		return d, nil
+		return d, true, nil
 	}
 	l.spareMu.Lock()
 	var spare string
@@ -269,9 +274,9 @@ func (l *limiter) pidsGroup(id string) (string, error) {
 	l.spareMu.Unlock()
 	l.refill()
 	if spare != "" && os.Rename(spare, d) == nil {
-		return d, nil
+		return d, procs == helmrtype.DefaultProcesses, nil
 	}
-	return d, os.MkdirAll(d, 0o755)
+	return d, false, os.MkdirAll(d, 0o755)
 }
 
 // refill makes spare pids cgroups aside until there are spareGroups.
@@ -297,6 +302,11 @@ func (l *limiter) refill() {
 			rand.Read(b[:])
 			d := filepath.Join(l.pids, ".spare-"+hex.EncodeToString(b[:]))
 			err := os.Mkdir(d, 0o755)
+			if err == nil {
+				if err = os.WriteFile(filepath.Join(d, "pids.max"), []byte(strconv.Itoa(helmrtype.DefaultProcesses)), 0); err != nil {
+					syscall.Rmdir(d)
+				}
+			}
 			l.spareMu.Lock()
 			if err != nil {
 				l.refilling = false
