@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // A host image shows a fixed read-only allowlist of the host's files:
@@ -48,9 +49,15 @@ const (
 )
 
 // writeHostEtc makes the /etc of host images under dir from the host's
-// /etc (etc) and returns its path.
+// /etc (etc) and returns its path. A copy made from the same entries (as
+// their sizes, modes and modification times say, directories' included)
+// is kept: a restart costs a few stats, not a copy.
 func writeHostEtc(dir, etc string) (string, error) {
 	d := filepath.Join(dir, ".etc")
+	sig := etcSignature(etc)
+	if b, err := os.ReadFile(filepath.Join(d, signatureFile)); err == nil && string(b) == sig {
+		return d, nil
+	}
 	tmp, err := os.MkdirTemp(dir, ".etc-")
 	if err != nil {
 		return "", err
@@ -62,7 +69,7 @@ func writeHostEtc(dir, etc string) (string, error) {
 			return "", fmt.Errorf("local: copy /etc/%s for host images: %w", e, err)
 		}
 	}
-	files := map[string]string{"passwd": sandboxPasswd, "group": sandboxGroup}
+	files := map[string]string{"passwd": sandboxPasswd, "group": sandboxGroup, signatureFile: sig}
 	// Mount points of the live binds.
 	for _, e := range hostEtcLive {
 		files[e] = ""
@@ -80,6 +87,31 @@ func writeHostEtc(dir, etc string) (string, error) {
 		return "", fmt.Errorf("local: %w", err)
 	}
 	return d, nil
+}
+
+// signatureFile holds the etcSignature a copy was made from.
+const signatureFile = ".helmr-signature"
+
+// etcSignature describes the allowlisted entries of etc: the size, mode
+// and modification time of each, and of each directory's entries (a
+// directory's own time changes when an entry is added or removed, not
+// when one is rewritten).
+func etcSignature(etc string) string {
+	var b strings.Builder
+	b.WriteString(sandboxPasswd + sandboxGroup)
+	for _, e := range hostEtc {
+		filepath.WalkDir(filepath.Join(etc, e), func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				fmt.Fprintf(&b, "%s !\n", path)
+				return nil
+			}
+			if fi, err := d.Info(); err == nil {
+				fmt.Fprintf(&b, "%s %d %v %d\n", path, fi.Size(), fi.Mode(), fi.ModTime().UnixNano())
+			}
+			return nil
+		})
+	}
+	return b.String()
 }
 
 // copyTree copies src to dst: directories and regular files with their
