@@ -1,14 +1,10 @@
 package local
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -158,26 +154,17 @@ func (w *diskWatch) loop(id, limit string, c *diskComputer) {
 	}
 }
 
-// limitFileSize sets RLIMIT_FSIZE of the process tree led by pid (a
-// sandbox waiting on its block descriptor) to limit bytes.
+// limitFileSize sets RLIMIT_FSIZE of process pid to limit bytes. Start
+// calls it while bubblewrap still waits for its arguments and has started
+// nothing, so every process of the sandbox inherits it.
 func limitFileSize(pid int, limit string) error {
 	n, err := helmrtype.ParseMemory(limit)
 	if err != nil {
 		return err
 	}
 	rl := unix.Rlimit{Cur: uint64(n), Max: uint64(n)}
-	for todo := []int{pid}; len(todo) > 0; {
-		p := todo[0]
-		todo = todo[1:]
-		if err := unix.Prlimit(p, unix.RLIMIT_FSIZE, &rl, nil); err != nil && !errors.Is(err, unix.ESRCH) {
-			return fmt.Errorf("local: file size limit of %d: %w", p, err)
-		}
-		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", p, p))
-		for _, f := range strings.Fields(string(b)) {
-			if c, err := strconv.Atoi(f); err == nil {
-				todo = append(todo, c)
-			}
-		}
+	if err := unix.Prlimit(pid, unix.RLIMIT_FSIZE, &rl, nil); err != nil {
+		return fmt.Errorf("local: file size limit of %d: %w", pid, err)
 	}
 	return nil
 }
