@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -14,16 +15,49 @@ import (
 )
 
 // Disk limits. A Computer whose Template sets Resources.Disk has the size
-// of its /workspace and /tmp measured while it has processes (every 2 s,
-// less often when a walk takes long); once past the limit, its processes
-// are killed and each ends with a limit_exceeded error, and a new process
-// is refused until files are removed. Plain directories have no quota on
-// this provider, so many files written between two measurements can pass
-// the limit briefly; no single file can, since the sandbox's processes
-// get the limit as RLIMIT_FSIZE before they run.
+// of its /workspace and /tmp measured while it has processes; once past
+// the limit, its processes are killed and each ends with a limit_exceeded
+// error, and a new process is refused until files are removed. On its own
+// filesystem (diskimage.go) a measurement is one statfs, every 100 ms, and
+// the image's size bounds what can be written between two. In a plain
+// directory (no images on this host) the tree is walked every 2 s (less
+// often when a walk takes long) and nothing bounds the writes in between
+// but the limit as RLIMIT_FSIZE, which every process of the sandbox gets
+// before it runs: no single file passes the limit, many files can.
 
-// diskInterval is the shortest time between two measurements.
-const diskInterval = 2 * time.Second
+// Times between two measurements.
+const (
+	diskInterval  = 2 * time.Second
+	imageInterval = 100 * time.Millisecond
+)
+
+// diskMeter measures the bytes a Computer's files use.
+type diskMeter interface {
+	used() int64
+	interval() time.Duration
+	close()
+}
+
+// treeMeter walks plain directories.
+type treeMeter []string
+
+func (m treeMeter) used() int64             { return diskUsage(m) }
+func (m treeMeter) interval() time.Duration { return diskInterval }
+func (m treeMeter) close()                  {}
+
+// fsMeter asks the filesystem of an image; its descriptor keeps that
+// filesystem mounted.
+type fsMeter struct{ f *os.File }
+
+func (m fsMeter) used() int64 {
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(int(m.f.Fd()), &st); err != nil {
+		return 0
+	}
+	return int64(st.Blocks-st.Bfree) * st.Bsize
+}
+func (m fsMeter) interval() time.Duration { return imageInterval }
+func (m fsMeter) close()                  { m.f.Close() }
 
 type diskWatch struct {
 	log *slog.Logger
@@ -34,7 +68,7 @@ type diskWatch struct {
 
 type diskComputer struct {
 	limit int64
-	dirs  []string
+	meter diskMeter
 	procs map[*process]bool
 	// over is set once the Computer passed its limit: its processes end
 	// with it.
@@ -76,8 +110,8 @@ func diskUsage(dirs []string) int64 {
 
 // overLimit returns the error of a Computer whose files use more than
 // limit bytes, nil otherwise.
-func overLimit(dirs []string, limit int64, stated string) *helmrtype.Error {
-	if used := diskUsage(dirs); used > limit {
+func overLimit(m diskMeter, limit int64, stated string) *helmrtype.Error {
+	if used := m.used(); used > limit {
 		return helmrtype.Errorf(helmrtype.CodeLimitExceeded,
 			"the Computer's files use %d bytes, past its disk limit of %s; its processes were stopped", used, stated)
 	}
@@ -85,27 +119,30 @@ func overLimit(dirs []string, limit int64, stated string) *helmrtype.Error {
 }
 
 // check refuses a new process on a Computer already past its limit.
-func (w *diskWatch) check(dirs []string, limit string) error {
+func (w *diskWatch) check(m diskMeter, limit string) error {
 	n, err := helmrtype.ParseMemory(limit)
 	if err != nil {
 		return err
 	}
-	if e := overLimit(dirs, n, limit); e != nil {
+	if e := overLimit(m, n, limit); e != nil {
 		return helmrtype.Errorf(helmrtype.CodeLimitExceeded, "the Computer's files are past its disk limit of %s: remove some before starting a process", limit)
 	}
 	return nil
 }
 
-// watch adds pr to the watch of Computer id and returns the function that
-// removes it, which returns the limit's error if that stopped pr.
-func (w *diskWatch) watch(id, limit string, dirs []string, pr *process) func() error {
+// watch adds pr to the watch of Computer id, measured by m (which it
+// closes), and returns the function that removes it, which returns the
+// limit's error if that stopped pr.
+func (w *diskWatch) watch(id, limit string, m diskMeter, pr *process) func() error {
 	n, _ := helmrtype.ParseMemory(limit)
 	w.mu.Lock()
 	c := w.computers[id]
 	if c == nil {
-		c = &diskComputer{limit: n, dirs: dirs, procs: map[*process]bool{}, stop: make(chan struct{})}
+		c = &diskComputer{limit: n, meter: m, procs: map[*process]bool{}, stop: make(chan struct{})}
 		w.computers[id] = c
 		go w.loop(id, limit, c)
+	} else {
+		m.close()
 	}
 	c.procs[pr] = true
 	w.mu.Unlock()
@@ -126,7 +163,8 @@ func (w *diskWatch) watch(id, limit string, dirs []string, pr *process) func() e
 }
 
 func (w *diskWatch) loop(id, limit string, c *diskComputer) {
-	wait := diskInterval
+	defer c.meter.close()
+	wait := c.meter.interval()
 	for {
 		select {
 		case <-c.stop:
@@ -134,9 +172,9 @@ func (w *diskWatch) loop(id, limit string, c *diskComputer) {
 		case <-time.After(wait):
 		}
 		start := time.Now()
-		over := overLimit(c.dirs, c.limit, limit)
+		over := overLimit(c.meter, c.limit, limit)
 		// A walk of a large tree is not repeated back to back.
-		wait = max(diskInterval, 10*time.Since(start))
+		wait = max(c.meter.interval(), 10*time.Since(start))
 		if over == nil {
 			continue
 		}

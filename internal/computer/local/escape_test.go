@@ -432,38 +432,6 @@ func TestEscape(t *testing.T) {
 			t.Fatalf("an image build step runs outside a process limit: %v %q", err, found)
 		}
 	})
-
-	t.Run("DiskLimit", func(t *testing.T) {
-		s := newComputer(t, p, "escape-disk", func(s *computer.Spec) { s.Resources = helmrtype.ResourcesManifest{Disk: "8MiB"} })
-		var out bytes.Buffer
-		pr, err := p.Start(context.Background(), s, computer.ProcessSpec{
-			Argv:   []string{"/bin/bash", "-c", "for i in $(seq 64); do head -c 1048576 /dev/zero > /workspace/f$i; sleep 0.1; done; echo finished"},
-			Stdout: &out, Stderr: &out})
-		if err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-pr.Done():
-		case <-time.After(30 * time.Second):
-			t.Fatal("a process past its disk limit was not stopped")
-		}
-		code, err := pr.Wait()
-		t.Logf("tried: write 64 MiB under a disk limit of 8MiB: exit %d, %v, %q", code, err, out.String())
-		if err == nil || helmrtype.CodeOf(err) != helmrtype.CodeLimitExceeded || strings.Contains(out.String(), "finished") {
-			t.Fatalf("want a limit_exceeded error, got exit %d, %v", code, err)
-		}
-		// One file cannot pass the limit even between two measurements.
-		big := newComputer(t, p, "escape-fsize", func(s *computer.Spec) { s.Resources = helmrtype.ResourcesManifest{Disk: "8MiB"} })
-		try(t, p, big, "write one 64 MiB file under a disk limit of 8MiB", `head -c 67108864 /dev/zero > /workspace/big; echo exit=$?; stat -c %s /workspace/big`)
-		ws, _ := p.Workspace("escape-fsize")
-		if fi, err := os.Stat(filepath.Join(ws, "big")); err != nil || fi.Size() > 8<<20 {
-			t.Fatalf("one file under a disk limit of 8MiB: %v %v", fi.Size(), err)
-		}
-		// A new process is refused until files are removed.
-		if _, err := p.Start(context.Background(), s, computer.ProcessSpec{Argv: []string{"/bin/true"}}); helmrtype.CodeOf(err) != helmrtype.CodeLimitExceeded {
-			t.Fatalf("a process started on a Computer past its disk limit: %v", err)
-		}
-	})
 }
 
 // ttyEnv marks the test binary re-run as the leader of a session whose

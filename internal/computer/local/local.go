@@ -66,6 +66,7 @@ type Provider struct {
 	// hostEtc is the /etc of host images (writeHostEtc).
 	hostEtc string
 	disk    *diskWatch
+	images  *diskImages
 }
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
@@ -112,6 +113,10 @@ func New(opts Options) (*Provider, error) {
 	}
 	p.limits = newLimiter(opts.CgroupName, p.log)
 	p.disk = newDiskWatch(p.log)
+	p.images = newDiskImages(p.log)
+	if p.kind == KindBubblewrap && !p.images.usable() {
+		p.log.Warn("disk limits are measured, not bounded by a filesystem of their own: a Computer can write past its limit between two measurements", "reason", p.images.why)
+	}
 	return p, nil
 }
 
@@ -152,7 +157,9 @@ func (p *Provider) dir(id string) (string, error) {
 	return filepath.Join(p.opts.Dir, id), nil
 }
 
-// Create makes the Computer's directories: workspace and tmp.
+// Create makes the Computer's workspace and tmp: on a disk image of its
+// own when it has a disk limit and this host can (diskimage.go), in plain
+// directories otherwise. A Computer keeps what it was made with.
 func (p *Provider) Create(ctx context.Context, spec computer.Spec) error {
 	d, err := p.dir(spec.ID)
 	if err != nil {
@@ -160,6 +167,20 @@ func (p *Provider) Create(ctx context.Context, spec computer.Spec) error {
 	}
 	if err := os.MkdirAll(d, 0o700); err != nil {
 		return err
+	}
+	p.images.making.Lock()
+	defer p.images.making.Unlock()
+	if hasImage(d) {
+		return nil
+	}
+	if spec.Resources.Disk != "" && p.kind == KindBubblewrap && p.images.usable() {
+		if _, err := os.Stat(filepath.Join(d, "workspace")); errors.Is(err, os.ErrNotExist) {
+			n, err := helmrtype.ParseMemory(spec.Resources.Disk)
+			if err != nil {
+				return err
+			}
+			return p.images.make(ctx, d, n)
+		}
 	}
 	for _, sub := range []string{"workspace", "tmp"} {
 		if err := os.MkdirAll(filepath.Join(d, sub), 0o755); err != nil {
@@ -184,15 +205,6 @@ func (p *Provider) LimitsDir() string {
 	return ""
 }
 
-// Workspace returns the host directory of a Computer's /workspace.
-func (p *Provider) Workspace(id string) (string, error) {
-	d, err := p.dir(id)
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(d, "workspace"), nil
-}
-
 // Delete removes the Computer's files and its cgroups.
 func (p *Provider) Delete(ctx context.Context, id string) error {
 	d, err := p.dir(id)
@@ -200,7 +212,61 @@ func (p *Provider) Delete(ctx context.Context, id string) error {
 		return err
 	}
 	p.limits.remove(id)
+	p.images.forget(d)
 	return os.RemoveAll(d)
+}
+
+// computerFiles are a Computer's writable directories on the host for
+// one start.
+type computerFiles struct {
+	ws, tmp string
+	// fsdir is where its image is mounted, "" for plain directories.
+	fsdir string
+	// meter measures its disk use; nil without a disk limit.
+	meter diskMeter
+	// unmount lets the image's host mount go; nil for plain directories.
+	unmount func()
+}
+
+// files opens the writable directories of the Computer in d: its image
+// mounted, or its plain directories.
+func (p *Provider) files(d string, spec computer.Spec) (*computerFiles, error) {
+	fl := &computerFiles{ws: filepath.Join(d, "workspace"), tmp: filepath.Join(d, "tmp")}
+	if hasImage(d) {
+		unmount, err := p.images.mount(d)
+		if err != nil {
+			return nil, err
+		}
+		fl.unmount, fl.fsdir = unmount, filepath.Join(d, fsName)
+		fl.ws, fl.tmp = filepath.Join(fl.fsdir, "workspace"), filepath.Join(fl.fsdir, "tmp")
+		if spec.Resources.Disk != "" {
+			f, err := os.Open(fl.fsdir)
+			if err != nil {
+				unmount()
+				return nil, err
+			}
+			fl.meter = fsMeter{f}
+		}
+		return fl, nil
+	}
+	if _, err := os.Stat(fl.ws); err != nil {
+		return nil, fmt.Errorf("local: computer %s does not exist (create it first): %w", spec.ID, err)
+	}
+	if spec.Resources.Disk != "" {
+		fl.meter = treeMeter{fl.ws, fl.tmp}
+	}
+	return fl, nil
+}
+
+// close lets go of whatever the files still hold.
+func (fl *computerFiles) close() {
+	if fl.meter != nil {
+		fl.meter.close()
+		fl.meter = nil
+	}
+	if fl.unmount != nil {
+		fl.unmount()
+	}
 }
 
 // imageRoot returns the arguments that show an image directory as the
@@ -279,7 +345,7 @@ func environment(img computer.Image, extra []string) []string {
 }
 
 // Start runs a process in the Computer.
-func (p *Provider) Start(ctx context.Context, spec computer.Spec, ps computer.ProcessSpec) (computer.Process, error) {
+func (p *Provider) Start(ctx context.Context, spec computer.Spec, ps computer.ProcessSpec) (_ computer.Process, err error) {
 	d, err := p.dir(spec.ID)
 	if err != nil {
 		return nil, err
@@ -287,10 +353,16 @@ func (p *Provider) Start(ctx context.Context, spec computer.Spec, ps computer.Pr
 	if len(ps.Argv) == 0 {
 		return nil, errors.New("local: no command")
 	}
-	ws, tmp := filepath.Join(d, "workspace"), filepath.Join(d, "tmp")
-	if _, err := os.Stat(ws); err != nil {
-		return nil, fmt.Errorf("local: computer %s does not exist (create it first): %w", spec.ID, err)
+	fl, err := p.files(d, spec)
+	if err != nil {
+		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			fl.close()
+		}
+	}()
+	ws, tmp := fl.ws, fl.tmp
 	dir := ps.Dir
 	if dir == "" {
 		dir = spec.Image.Workdir
@@ -298,8 +370,8 @@ func (p *Provider) Start(ctx context.Context, spec computer.Spec, ps computer.Pr
 	if dir == "" {
 		dir = computer.Workspace
 	}
-	if spec.Resources.Disk != "" {
-		if err := p.disk.check([]string{ws, tmp}, spec.Resources.Disk); err != nil {
+	if fl.meter != nil {
+		if err := p.disk.check(fl.meter, spec.Resources.Disk); err != nil {
 			return nil, err
 		}
 	}
@@ -313,7 +385,7 @@ func (p *Provider) Start(ctx context.Context, spec computer.Spec, ps computer.Pr
 	} else {
 		var args []string
 		if args, err = p.sandboxArgs(spec, ws, tmp, dir, env, ps); err == nil {
-			cmd, sb, err = p.sandboxed(args, ps.Argv, ps.Files, spec.Network)
+			cmd, sb, err = p.sandboxed(args, ps.Argv, ps.Files, spec.Network, fl.unmount != nil)
 		}
 	}
 	if err != nil {
@@ -361,8 +433,18 @@ func (p *Provider) Start(ctx context.Context, spec computer.Spec, ps computer.Pr
 			return fail(err)
 		}
 	}
-	if err := sb.started(ctx, p.net, spec.NetworkAllow); err != nil {
+	child, err := sb.started(ctx, p.net, spec.NetworkAllow)
+	if err != nil {
 		return fail(err)
+	}
+	if fl.unmount != nil && sb != nil {
+		// The sandbox has a mount of the image of its own once it has
+		// made its mounts (before it reads its block descriptor): the
+		// host's goes now.
+		if err := waitMounted(ctx, child, fl.fsdir); err != nil {
+			return fail(err)
+		}
+		fl.unmount()
 	}
 	// Only now does the sandbox run the command (it waited on its block
 	// descriptor): everything it starts is inside its limits and, with
@@ -370,9 +452,12 @@ func (p *Provider) Start(ctx context.Context, spec computer.Spec, ps computer.Pr
 	if err := sb.release(); err != nil {
 		return fail(err)
 	}
-	if spec.Resources.Disk != "" {
-		pr.stop = p.disk.watch(spec.ID, spec.Resources.Disk, []string{ws, tmp}, pr)
+	if fl.meter != nil {
+		pr.stop = p.disk.watch(spec.ID, spec.Resources.Disk, fl.meter, pr)
+		fl.meter = nil
 	}
+	// Unsandboxed, the process uses the host's mount of the image.
+	pr.unmount = fl.unmount
 	go pr.wait()
 	return pr, nil
 }
@@ -455,10 +540,16 @@ type process struct {
 	err  error
 	// stop ends the disk watch of the process; nil without one.
 	stop func() error
+	// unmount lets the host mount of the Computer's image go; nil
+	// without one.
+	unmount func()
 }
 
 func (pr *process) wait() {
 	err := pr.cmd.Wait()
+	if pr.unmount != nil {
+		pr.unmount()
+	}
 	if pr.stop != nil {
 		// A process stopped for its disk use says so.
 		if derr := pr.stop(); derr != nil {
@@ -525,7 +616,7 @@ func (p *Provider) RunStep(ctx context.Context, root string, argv, env []string,
 	if !network {
 		p.log.Warn("an image build step runs without network", "reason", p.net.why)
 	}
-	cmd, sb, err := p.sandboxed(args, argv, nil, network)
+	cmd, sb, err := p.sandboxed(args, argv, nil, network, false)
 	if err != nil {
 		return err
 	}
@@ -551,7 +642,7 @@ func (p *Provider) RunStep(ctx context.Context, root string, argv, env []string,
 		err = fmt.Errorf("local: resource limits: %w", err)
 	}
 	if err == nil {
-		err = sb.started(ctx, p.net, nil)
+		_, err = sb.started(ctx, p.net, nil)
 	}
 	if err == nil {
 		err = sb.release()

@@ -31,9 +31,11 @@ type sandbox struct {
 	// block is the write end of the block descriptor: the command runs
 	// once it is written to.
 	block *os.File
-	// info is the read end of bubblewrap's info descriptor (with network
-	// only): it names the sandbox's init process.
+	// info is the read end of bubblewrap's info descriptor (when asked
+	// for, and with network): it names the sandbox's init process.
 	info *os.File
+	// network says the sandbox gets a network namespace of its own.
+	network bool
 	// closeAfterStart are the ends the child keeps and this process
 	// closes once it started.
 	closeAfterStart []*os.File
@@ -46,8 +48,9 @@ type sandbox struct {
 // it is the process's own), with files as descriptors 3, 4, … of the
 // process, and its sandbox. The two are kept apart by the caller: an
 // option's value may itself be "--" (an environment value), which must not
-// end the options.
-func (p *Provider) sandboxed(args, argv []string, files []*os.File, network bool) (*exec.Cmd, *sandbox, error) {
+// end the options. With info (or network), started returns the sandbox's
+// init process.
+func (p *Provider) sandboxed(args, argv []string, files []*os.File, network, info bool) (*exec.Cmd, *sandbox, error) {
 	argv = append([]string{"--"}, argv...)
 	// The options travel NUL-separated: a NUL inside one (a working
 	// directory, an environment value from an image, a Template or a
@@ -58,7 +61,7 @@ func (p *Provider) sandboxed(args, argv []string, files []*os.File, network bool
 			return nil, nil, fmt.Errorf("local: a sandbox option holds a NUL byte: %q", a)
 		}
 	}
-	sb := &sandbox{args: args}
+	sb := &sandbox{args: args, network: network}
 	argsR, argsW, err := os.Pipe()
 	if err != nil {
 		return nil, nil, err
@@ -74,7 +77,7 @@ func (p *Provider) sandboxed(args, argv []string, files []*os.File, network bool
 	extra := append(append([]*os.File(nil), files...), argsR, blockR)
 	fd := func(i int) string { return strconv.Itoa(3 + i) }
 	control := []string{"--block-fd", fd(len(files) + 1)}
-	if network {
+	if network || info {
 		infoR, infoW, err := os.Pipe()
 		if err != nil {
 			sb.abandon()
@@ -94,10 +97,12 @@ func (p *Provider) sandboxed(args, argv []string, files []*os.File, network bool
 }
 
 // started is called once the command started: it sends the arguments
-// and, with network, attaches the sandbox's network namespace.
-func (sb *sandbox) started(ctx context.Context, n *netStack, allow []helmrtype.NetworkDest) error {
+// and, with network, attaches the sandbox's network namespace. It returns
+// the host PID of the sandbox's init process when it has an info
+// descriptor, 0 otherwise.
+func (sb *sandbox) started(ctx context.Context, n *netStack, allow []helmrtype.NetworkDest) (int, error) {
 	if sb == nil {
-		return nil
+		return 0, nil
 	}
 	for _, f := range sb.closeAfterStart {
 		f.Close()
@@ -112,7 +117,7 @@ func (sb *sandbox) started(ctx context.Context, n *netStack, allow []helmrtype.N
 		argsW.Close()
 	}()
 	if sb.info == nil {
-		return nil
+		return 0, nil
 	}
 	defer func() { sb.info.Close(); sb.info = nil }()
 	sb.info.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -120,9 +125,12 @@ func (sb *sandbox) started(ctx context.Context, n *netStack, allow []helmrtype.N
 		ChildPID int `json:"child-pid"`
 	}
 	if err := json.NewDecoder(sb.info).Decode(&info); err != nil || info.ChildPID <= 0 {
-		return fmt.Errorf("local: the sandbox did not report its process: %v", err)
+		return 0, fmt.Errorf("local: the sandbox did not report its process: %v", err)
 	}
-	return n.attach(ctx, info.ChildPID, allow)
+	if !sb.network {
+		return info.ChildPID, nil
+	}
+	return info.ChildPID, n.attach(ctx, info.ChildPID, allow)
 }
 
 // release lets the sandbox run its command.
