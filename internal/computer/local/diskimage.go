@@ -54,10 +54,23 @@ type diskImages struct {
 	// held counts, per Computer directory, the starts holding its host
 	// mount.
 	held map[string]int
+	// linger keeps, per Computer directory, its filesystem open for
+	// lingerTime after its last start (see attach).
+	linger map[string]*lingering
 }
 
+// lingering is a filesystem kept open, and the timer that closes it.
+type lingering struct {
+	f     *os.File
+	timer *time.Timer
+}
+
+// lingerTime is how long a Computer's filesystem stays open after its
+// last start.
+const lingerTime = 2 * time.Second
+
 func newDiskImages(log *slog.Logger) *diskImages {
-	im := &diskImages{log: log, held: map[string]int{}}
+	im := &diskImages{log: log, held: map[string]int{}, linger: map[string]*lingering{}}
 	if os.Geteuid() != 0 {
 		im.why = "the control plane does not run as root (loop devices and mounts need it)"
 		return im
@@ -187,9 +200,39 @@ func (im *diskImages) mount(dir string) (func(), error) {
 func (im *diskImages) forget(dir string) {
 	im.mu.Lock()
 	defer im.mu.Unlock()
+	if l := im.linger[dir]; l != nil {
+		l.timer.Stop()
+		l.f.Close()
+		delete(im.linger, dir)
+	}
 	if im.held[dir] == 0 {
 		detachAll(filepath.Join(dir, fsName))
 	}
+}
+
+// keepOpen keeps the filesystem mounted at fsdir open for lingerTime, or
+// that long again: processes started one after the other then share one
+// mount of it, and none pays for its unmount (journal and superblock
+// written) when it ends. Called with im.mu held.
+func (im *diskImages) keepOpen(dir, fsdir string) {
+	if l := im.linger[dir]; l != nil {
+		l.timer.Reset(lingerTime)
+		return
+	}
+	f, err := os.Open(fsdir)
+	if err != nil {
+		return
+	}
+	l := &lingering{f: f}
+	l.timer = time.AfterFunc(lingerTime, func() {
+		im.mu.Lock()
+		defer im.mu.Unlock()
+		if im.linger[dir] == l {
+			delete(im.linger, dir)
+		}
+		l.f.Close()
+	})
+	im.linger[dir] = l
 }
 
 // detachAll lazily unmounts whatever is mounted at path (a crash may have
@@ -250,6 +293,7 @@ func (im *diskImages) attach(dir string) error {
 			return err
 		}
 	}
+	im.keepOpen(dir, fsdir)
 	return nil
 }
 
@@ -352,8 +396,8 @@ func openLoop(name string) (*os.File, error) {
 
 // waitMounted waits until the sandbox whose init process is pid has its
 // own mount of the filesystem fsdir is on at /workspace (bubblewrap has
-// then made all its mounts), the process has ended, or ctx is done.
-func waitMounted(ctx context.Context, pid int, fsdir string) error {
+// then made all its mounts), the sandbox has ended (done), or ctx is done.
+func waitMounted(ctx context.Context, pid int, fsdir string, done <-chan struct{}) error {
 	var st unix.Stat_t
 	if err := unix.Stat(fsdir, &st); err != nil {
 		return err
@@ -389,8 +433,10 @@ func waitMounted(ctx context.Context, pid int, fsdir string) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-done:
+			return nil
 		case <-time.After(wait):
 		}
-		wait = min(2*wait, 5*time.Millisecond)
+		wait = min(2*wait, 2*time.Millisecond)
 	}
 }

@@ -433,19 +433,10 @@ func (p *Provider) Start(ctx context.Context, spec computer.Spec, ps computer.Pr
 			return fail(err)
 		}
 	}
-	child, err := sb.started(ctx, p.net, spec.NetworkAllow)
-	if err != nil {
+	if err := sb.started(ctx, p.net, spec.NetworkAllow); err != nil {
 		return fail(err)
 	}
-	if fl.unmount != nil && sb != nil {
-		// The sandbox has a mount of the image of its own once it has
-		// made its mounts (before it reads its block descriptor): the
-		// host's goes now.
-		if err := waitMounted(ctx, child, fl.fsdir); err != nil {
-			return fail(err)
-		}
-		fl.unmount()
-	}
+
 	// Only now does the sandbox run the command (it waited on its block
 	// descriptor): everything it starts is inside its limits and, with
 	// network, behind its firewall.
@@ -458,6 +449,22 @@ func (p *Provider) Start(ctx context.Context, spec computer.Spec, ps computer.Pr
 	}
 	// Unsandboxed, the process uses the host's mount of the image.
 	pr.unmount = fl.unmount
+	if fl.unmount != nil && sb != nil {
+		// The sandbox has a mount of the image of its own once it has
+		// made its mounts (before it read its block descriptor): the
+		// host's goes then, aside (or with the process, whichever
+		// comes first).
+		go func() {
+			child, err := sb.initPID()
+			if err == nil {
+				err = waitMounted(context.WithoutCancel(ctx), child, fl.fsdir, pr.done)
+			}
+			if err != nil {
+				p.log.Warn("a sandbox did not mount its Computer's disk image", "computer", spec.ID, "err", err)
+			}
+			fl.unmount()
+		}()
+	}
 	go pr.wait()
 	return pr, nil
 }
@@ -642,7 +649,7 @@ func (p *Provider) RunStep(ctx context.Context, root string, argv, env []string,
 		err = fmt.Errorf("local: resource limits: %w", err)
 	}
 	if err == nil {
-		_, err = sb.started(ctx, p.net, nil)
+		err = sb.started(ctx, p.net, nil)
 	}
 	if err == nil {
 		err = sb.release()

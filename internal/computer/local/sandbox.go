@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -36,6 +37,8 @@ type sandbox struct {
 	info *os.File
 	// network says the sandbox gets a network namespace of its own.
 	network bool
+	// child is the sandbox's init process once known (initPID).
+	child int
 	// closeAfterStart are the ends the child keeps and this process
 	// closes once it started.
 	closeAfterStart []*os.File
@@ -48,7 +51,7 @@ type sandbox struct {
 // it is the process's own), with files as descriptors 3, 4, … of the
 // process, and its sandbox. The two are kept apart by the caller: an
 // option's value may itself be "--" (an environment value), which must not
-// end the options. With info (or network), started returns the sandbox's
+// end the options. With info (or network), initPID returns the sandbox's
 // init process.
 func (p *Provider) sandboxed(args, argv []string, files []*os.File, network, info bool) (*exec.Cmd, *sandbox, error) {
 	argv = append([]string{"--"}, argv...)
@@ -97,12 +100,10 @@ func (p *Provider) sandboxed(args, argv []string, files []*os.File, network, inf
 }
 
 // started is called once the command started: it sends the arguments
-// and, with network, attaches the sandbox's network namespace. It returns
-// the host PID of the sandbox's init process when it has an info
-// descriptor, 0 otherwise.
-func (sb *sandbox) started(ctx context.Context, n *netStack, allow []helmrtype.NetworkDest) (int, error) {
+// and, with network, attaches the sandbox's network namespace.
+func (sb *sandbox) started(ctx context.Context, n *netStack, allow []helmrtype.NetworkDest) error {
 	if sb == nil {
-		return 0, nil
+		return nil
 	}
 	for _, f := range sb.closeAfterStart {
 		f.Close()
@@ -116,8 +117,25 @@ func (sb *sandbox) started(ctx context.Context, n *netStack, allow []helmrtype.N
 		argsW.WriteString(strings.Join(sb.args, "\x00") + "\x00")
 		argsW.Close()
 	}()
+	if !sb.network {
+		return nil
+	}
+	pid, err := sb.initPID()
+	if err != nil {
+		return err
+	}
+	return n.attach(ctx, pid, allow)
+}
+
+// initPID returns the host PID of the sandbox's init process, which
+// bubblewrap reports on its info descriptor once it made it (sandboxed
+// with info or network).
+func (sb *sandbox) initPID() (int, error) {
+	if sb.child > 0 {
+		return sb.child, nil
+	}
 	if sb.info == nil {
-		return 0, nil
+		return 0, errors.New("local: the sandbox has no info descriptor")
 	}
 	defer func() { sb.info.Close(); sb.info = nil }()
 	sb.info.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -127,10 +145,8 @@ func (sb *sandbox) started(ctx context.Context, n *netStack, allow []helmrtype.N
 	if err := json.NewDecoder(sb.info).Decode(&info); err != nil || info.ChildPID <= 0 {
 		return 0, fmt.Errorf("local: the sandbox did not report its process: %v", err)
 	}
-	if !sb.network {
-		return info.ChildPID, nil
-	}
-	return info.ChildPID, n.attach(ctx, info.ChildPID, allow)
+	sb.child = info.ChildPID
+	return sb.child, nil
 }
 
 // release lets the sandbox run its command.
