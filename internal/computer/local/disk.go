@@ -46,15 +46,18 @@ func (m treeMeter) interval() time.Duration { return diskInterval }
 func (m treeMeter) close()                  {}
 
 // fsMeter asks the filesystem of an image; its descriptor keeps that
-// filesystem mounted.
-type fsMeter struct{ f *os.File }
+// filesystem mounted. own is what the filesystem uses of itself.
+type fsMeter struct {
+	f   *os.File
+	own int64
+}
 
 func (m fsMeter) used() int64 {
 	var st unix.Statfs_t
 	if err := unix.Fstatfs(int(m.f.Fd()), &st); err != nil {
 		return 0
 	}
-	return int64(st.Blocks-st.Bfree) * st.Bsize
+	return max(0, int64(st.Blocks-st.Bfree)*st.Bsize-m.own)
 }
 func (m fsMeter) interval() time.Duration { return imageInterval }
 func (m fsMeter) close()                  { m.f.Close() }

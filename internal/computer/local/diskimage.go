@@ -138,15 +138,34 @@ func (im *diskImages) make(ctx context.Context, dir string, limit int64) error {
 		os.Remove(tmp)
 		return err
 	}
-	// Mounted once now, so that a host where mounts fail says so when
-	// the Computer is made, not at its first process.
+	// Mounted once now: a host that cannot (a container without loop
+	// devices or the right to mount) makes plain directories from now on.
 	release, err := im.mount(dir)
 	if err != nil {
 		os.Remove(path)
-		return err
+		im.why = err.Error()
+		im.log.Warn("disk limits are measured, not bounded by a filesystem of their own: a Computer can write past its limit between two measurements", "reason", err)
+		return errNoImage
 	}
 	release()
 	return nil
+}
+
+// errNoImage says a Computer gets plain directories: this host cannot
+// mount images.
+var errNoImage = errors.New("local: this host cannot mount disk images")
+
+// ownBytes is what a fresh filesystem mounted at fsdir uses of itself
+// (its root and lost+found directories), not counted against a limit.
+func ownBytes(fsdir string) int64 {
+	var n int64
+	for _, p := range []string{fsdir, filepath.Join(fsdir, "lost+found")} {
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) == nil {
+			n += st.Blocks * 512
+		}
+	}
+	return n
 }
 
 // format makes an ext4 filesystem in the file path: no blocks reserved for

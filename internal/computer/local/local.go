@@ -179,7 +179,9 @@ func (p *Provider) Create(ctx context.Context, spec computer.Spec) error {
 			if err != nil {
 				return err
 			}
-			return p.images.make(ctx, d, n)
+			if err := p.images.make(ctx, d, n); !errors.Is(err, errNoImage) {
+				return err
+			}
 		}
 	}
 	for _, sub := range []string{"workspace", "tmp"} {
@@ -245,7 +247,7 @@ func (p *Provider) files(d string, spec computer.Spec) (*computerFiles, error) {
 				unmount()
 				return nil, err
 			}
-			fl.meter = fsMeter{f}
+			fl.meter = fsMeter{f: f, own: ownBytes(fl.fsdir)}
 		}
 		return fl, nil
 	}
