@@ -236,6 +236,19 @@ type Tx interface {
 	// recovery_gap holds with no reconstruction yet, oldest first.
 	HoldsToRecover(ctx context.Context, sessionID string) ([]Hold, error)
 
+	// Schedules (migration 0011_schedules)
+	// InsertSchedule stores a new Schedule; ErrDuplicate when its ID, or
+	// its Agent and Name, are taken.
+	InsertSchedule(ctx context.Context, s *Schedule) error
+	GetSchedule(ctx context.Context, id string) (*Schedule, error)
+	// ListSchedules returns every Schedule by Agent and Name.
+	ListSchedules(ctx context.Context) ([]Schedule, error)
+	// UpdateSchedule writes everything but the ID, Agent, Name and
+	// CreatedAt; ErrNotFound when no Schedule has the ID.
+	UpdateSchedule(ctx context.Context, s *Schedule) error
+	// DeleteSchedule removes a Schedule; ErrNotFound when none has the ID.
+	DeleteSchedule(ctx context.Context, id string) error
+
 	// Computers (migration 0005_computers)
 	// InsertComputer stores a new Computer; ErrDuplicate when its ID, or
 	// its Key among Computers not deleted, is taken.
@@ -322,6 +335,33 @@ type CommandLog struct {
 	Stream   string // stdout, stderr
 	Data     []byte
 	At       time.Time
+}
+
+// Schedule is a cron trigger of an Agent of the current Deployment, and
+// where its firing stands.
+type Schedule struct {
+	ID           string
+	Agent        string
+	Name         string
+	DeploymentID string
+	// Pattern is the cron expression; Timezone the IANA zone it is read in.
+	Pattern  string
+	Timezone string
+	// Input is each fire's initial Turn input (JSON).
+	Input json.RawMessage
+	// Overlap is "skip" or "allow".
+	Overlap   string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	// NextFireAt is the next occurrence to fire.
+	NextFireAt time.Time
+	// LastFireAt is the occurrence that last admitted a Session, and
+	// LastSessionID that Session.
+	LastFireAt    *time.Time
+	LastSessionID string
+	// MissedCount counts occurrences not admitted (downtime past the
+	// catch-up window, or skipped for overlap).
+	MissedCount int64
 }
 
 // Hold is a hold on a Session: while a Session or one of its ancestors has

@@ -54,6 +54,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Waits", testWaits},
 		{"OpenWaits", testOpenWaits},
 		{"Holds", testHolds},
+		{"Schedules", testSchedules},
 		{"Computers", testComputers},
 		{"Commands", testCommands},
 		{"CommandLogs", testCommandLogs},
