@@ -92,6 +92,8 @@ type AgentSpec[I, R, S any] struct {
 	// to every operation on every Agent of the Deployment with new-Computer
 	// placement; &RuntimeMCPPolicy{} grants nothing.
 	RuntimeMCP *RuntimeMCPPolicy
+	// Triggers start Sessions of this Agent on their own (Cron).
+	Triggers []Trigger
 }
 
 // AgentDef is a validated Agent definition. Pass it to Main, and to
@@ -101,6 +103,8 @@ type AgentDef[I, R, S any] struct {
 	text   bool
 	input  Validator[I]
 	result Validator[R]
+	// triggers are the manifest entries of spec.Triggers.
+	triggers []helmrtype.TriggerManifest
 }
 
 // Definition is any Agent definition; Main takes these.
@@ -161,6 +165,9 @@ func Agent[I, R, S any](spec AgentSpec[I, R, S]) *AgentDef[I, R, S] {
 			panic(fmt.Sprintf("helmr.Agent %q: result type: %v", spec.ID, err))
 		}
 	}
+	if d.triggers, err = checkTriggers(spec.Triggers, d.text, d.input); err != nil {
+		panic(fmt.Sprintf("helmr.Agent %q: %v", spec.ID, err))
+	}
 	return d
 }
 
@@ -193,6 +200,7 @@ func (d *AgentDef[I, R, S]) manifest() helmrtype.AgentManifest {
 		m.RuntimeMCP, _ = json.Marshal(d.spec.RuntimeMCP)
 	}
 	m.ResultSchema = d.result.JSONSchema()
+	m.Triggers = d.triggers
 	return m
 }
 

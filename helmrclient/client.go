@@ -48,6 +48,8 @@ type Client struct {
 	Deployments *Deployments
 	// Tokens reads, completes and cancels Tokens.
 	Tokens *Tokens
+	// Schedules reads the Schedules of cron triggers.
+	Schedules *Schedules
 
 	base      *url.URL
 	baseErr   error
@@ -139,6 +141,7 @@ func New(baseURL, apiKey string, opts ...Option) *Client {
 	c.Agents = &Agents{c: c}
 	c.Deployments = &Deployments{c: c}
 	c.Tokens = &Tokens{c: c}
+	c.Schedules = &Schedules{c: c}
 	c.Computers = &Computers{c: c}
 	c.Commands = &Commands{c: c}
 	return c

@@ -56,6 +56,29 @@ type AgentManifest struct {
 	// IdleTimeout is the default hot-wait of the Agent's waits, and for an
 	// Actor how long it stays hot between Turns (1ms–1h; default 30s).
 	IdleTimeout string `json:"idle_timeout,omitempty"`
+	// Triggers start Sessions of the Agent on their own.
+	Triggers []TriggerManifest `json:"triggers,omitempty"`
+}
+
+// Kinds of trigger.
+const TriggerCron = "cron"
+
+// Overlap policies of a trigger: what a fire does while the previous
+// fire's Session still has queued or running Turns.
+const (
+	OverlapSkip  = "skip"
+	OverlapAllow = "allow"
+)
+
+// TriggerManifest is one trigger of an Agent: a cron pattern read in an
+// IANA time zone, and each fire's initial Turn input.
+type TriggerManifest struct {
+	Name     string          `json:"name"`
+	Kind     string          `json:"kind"`
+	Pattern  string          `json:"pattern"`
+	Timezone string          `json:"timezone"`
+	Input    json.RawMessage `json:"input,omitempty"`
+	Overlap  string          `json:"overlap"`
 }
 
 // TemplateManifest is one Template's entry in a Manifest.

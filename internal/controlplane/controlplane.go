@@ -323,6 +323,10 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		cp.Close(ctx)
 		return nil, err
 	}
+	if err := cp.Engine.ArmSchedules(ctx); err != nil {
+		cp.Close(ctx)
+		return nil, err
+	}
 	if err := cp.listen(ctx); err != nil {
 		cp.Close(ctx)
 		return nil, err

@@ -152,6 +152,11 @@ func (e *Engine) Remote(ctx context.Context, n store.Notice) {
 	case NoticeCommandCancel:
 		e.commandRunner().CancelCommand(n.CommandID)
 		return
+	case NoticeSchedules:
+		if err := e.ArmSchedules(ctx); err != nil {
+			e.log.Error("arm the schedules", "err", err)
+		}
+		return
 	}
 	e.wake(n.SessionID)
 	switch n.Kind {
@@ -176,6 +181,9 @@ func (e *Engine) wakeSettled(ctx context.Context, sessionID, turnID string) {
 // missed (the store's connection was lost): streams read again, and Turn
 // waiters get the state of Turns that settled.
 func (e *Engine) Resync(ctx context.Context) {
+	if err := e.ArmSchedules(ctx); err != nil {
+		e.log.Error("arm the schedules", "err", err)
+	}
 	for _, id := range e.hub.keys() {
 		e.wake(id)
 	}

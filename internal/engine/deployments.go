@@ -68,7 +68,7 @@ func ValidateManifest(m *helmrtype.Manifest) error {
 		}
 	}
 	seen := map[string]bool{}
-	for _, a := range m.Agents {
+	for i, a := range m.Agents {
 		if !AgentIDPattern.MatchString(a.ID) {
 			return invalid("agent id %q does not match %s", a.ID, AgentIDPattern)
 		}
@@ -94,6 +94,17 @@ func ValidateManifest(m *helmrtype.Manifest) error {
 		}
 		if _, err := helmrtype.ParseIdleTimeout(a.IdleTimeout); err != nil {
 			return invalid("agent %q: %v", a.ID, err)
+		}
+		names := map[string]bool{}
+		for j := range a.Triggers {
+			tr := &m.Agents[i].Triggers[j]
+			if names[tr.Name] {
+				return invalid("agent %q: trigger %q is declared twice", a.ID, tr.Name)
+			}
+			names[tr.Name] = true
+			if err := checkTrigger(&m.Agents[i], tr); err != nil {
+				return invalid("agent %q: %v", a.ID, err)
+			}
 		}
 	}
 	return m.CheckRuntimeMCP()
@@ -125,7 +136,14 @@ func (e *Engine) PublishDeployment(ctx context.Context, digest string, manifest 
 		default:
 			return err
 		}
-		return tx.PutMeta(ctx, metaCurrentDeployment, row.ID)
+		if err := tx.PutMeta(ctx, metaCurrentDeployment, row.ID); err != nil {
+			return err
+		}
+		d, err := parseDeployment(row)
+		if err != nil {
+			return err
+		}
+		return e.reconcileSchedulesTx(ctx, tx, d, e.Now())
 	})
 	if err != nil {
 		return nil, err
@@ -133,6 +151,9 @@ func (e *Engine) PublishDeployment(ctx context.Context, digest string, manifest 
 	d, err := e.cacheDeployment(row)
 	if err != nil {
 		return nil, err
+	}
+	if err := e.ArmSchedules(ctx); err != nil {
+		e.log.Error("arm the schedules", "err", err)
 	}
 	return d.info(true), nil
 }

@@ -87,6 +87,9 @@ type Engine struct {
 	runner   CommandRunner
 
 	sched sched
+	// schedMu guards armed, the Schedules with a timer.
+	schedMu sync.Mutex
+	armed   map[string]bool
 	// pressure is set while the store's disk is below its floor.
 	pressure atomic.Bool
 	// publicURL is the base of Token callback URLs.

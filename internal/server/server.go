@@ -162,6 +162,8 @@ func (s *Server) routes() {
 		"GET /v1/agents/{id}":                                          s.getAgent,
 		"GET /v1/deployments":                                          s.listDeployments,
 		"GET /v1/deployments/{id}":                                     s.getDeployment,
+		"GET /v1/schedules":                                            s.listSchedules,
+		"GET /v1/schedules/{id}":                                       s.getSchedule,
 		"POST /v1/deployments":                                         s.createDeployment,
 		"GET /v1/sessions/{id}/turns/{turn_id}/asks":                   s.listAsks,
 		"GET /v1/sessions/{id}/turns/{turn_id}/asks/{ask_id}":          s.getAsk,
@@ -498,6 +500,28 @@ func (s *Server) listDeployments(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusOK, page)
+	return nil
+}
+
+func (s *Server) listSchedules(w http.ResponseWriter, r *http.Request) error {
+	limit, err := queryInt(r, "limit")
+	if err != nil {
+		return err
+	}
+	page, err := s.eng.ListSchedules(r.Context(), r.URL.Query().Get("cursor"), limit)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, page)
+	return nil
+}
+
+func (s *Server) getSchedule(w http.ResponseWriter, r *http.Request) error {
+	sc, err := s.eng.GetSchedule(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, sc)
 	return nil
 }
 
