@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -43,6 +44,7 @@ func main() {
 	sessions := flag.Int("sessions", 100, "Sessions in the many-Session phase")
 	callers := flag.Int("callers", 20, "concurrent callers")
 	warm := flag.Int("warm", 2000, "sequential warm Turns for the latency phase")
+	flag.IntVar(&nFires, "fires", 10, "cron fires in the cron phase (a trigger every second; 0 skips it)")
 	cold := flag.Int("cold", 50, "sequential cold starts (a new Session on a new Computer) for the cold-start phase")
 	syncMode := flag.String("sqlite-synchronous", "FULL", "SQLite synchronous mode of the server")
 	keep := flag.Bool("keep", false, "keep the temporary directory")
@@ -60,6 +62,57 @@ func main() {
 type client struct {
 	url, key string
 	hc       *http.Client
+}
+
+// nFires is the number of cron fires the cron phase waits for.
+var nFires int
+
+// cronPhase deploys bench/cronagent (a trigger every second) and measures,
+// for n fires, how long after its occurrence (a whole second) each
+// Session was admitted, and when its first Turn settled.
+func cronPhase(c *client, dir string, n int) error {
+	b, err := deploy.BuildDir(context.Background(), "./bench/cronagent", dir)
+	if err != nil {
+		return err
+	}
+	if err := upload(c, b); err != nil {
+		return err
+	}
+	var admit, settle []time.Duration
+	deadline := time.Now().Add(time.Duration(n)*time.Second + time.Minute)
+	seen := map[string]bool{}
+	for len(settle) < n && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+		var page helmrtype.SessionPage
+		if err := c.do("GET", "/v1/sessions?agent=ticker&limit=100", nil, &page); err != nil {
+			return err
+		}
+		for _, s := range page.Sessions {
+			if seen[s.ID] || s.InitialTurn == nil {
+				continue
+			}
+			var ts helmrtype.TurnState
+			if err := c.do("GET", "/v1/sessions/"+s.ID+"/turns/"+s.InitialTurn.ID, nil, &ts); err != nil {
+				return err
+			}
+			if ts.TerminalAt == nil {
+				continue
+			}
+			seen[s.ID] = true
+			occurrence := s.CreatedAt.Truncate(time.Second)
+			admit = append(admit, s.CreatedAt.Sub(occurrence))
+			settle = append(settle, ts.TerminalAt.Sub(occurrence))
+		}
+	}
+	if len(settle) == 0 {
+		return fmt.Errorf("cron phase: no fire within %s", time.Duration(n)*time.Second+time.Minute)
+	}
+	slices.Sort(admit)
+	slices.Sort(settle)
+	fmt.Printf("cron fire (occurrence → Session admitted, %d fires of a trigger every second): p50 %s  max %s; → first Turn settled: p50 %s  max %s\n",
+		len(admit), admit[len(admit)/2].Round(time.Microsecond), admit[len(admit)-1].Round(time.Microsecond),
+		settle[len(settle)/2].Round(time.Microsecond), settle[len(settle)-1].Round(time.Microsecond))
+	return nil
 }
 
 func (c *client) do(method, path string, body, out any) error {
@@ -295,6 +348,11 @@ func run(nTurns, nSessions, nCallers, nWarm, nCold int, syncMode string, keep bo
 	total := 20 + nWarm + nCold + one + nSessions + nTurns
 	fmt.Printf("server CPU over the whole run: %.0f µs per turn\n", cpuTime(srv.Process.Pid)/float64(total)*1e6)
 	fmt.Printf("server RSS after %d turns: %.1f MB\n", total, float64(rss(srv.Process.Pid))/(1<<20))
+	if nFires > 0 {
+		if err := cronPhase(c, filepath.Join(dir, "cron-artifacts"), nFires); err != nil {
+			return err
+		}
+	}
 	srv.Process.Signal(os.Interrupt)
 	srv.Wait()
 	if storeKind != "sqlite" {
