@@ -546,7 +546,6 @@ func PayloadExpiredStamp(at time.Time) string {
 	return at.UTC().Truncate(time.Microsecond).Format(time.RFC3339Nano)
 }
 
-
 // Message is a message sent to one exact Turn.
 type Message struct {
 	ID        string
