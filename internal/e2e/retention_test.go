@@ -1,13 +1,19 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/controlplane"
+	"github.com/helmr-go/helmr/internal/store/pgstore/pgtest"
 )
 
 // TestHistoryRetention: helmr server --history-retention drops the payloads
@@ -149,6 +155,68 @@ func TestHistoryRetentionFlagIsChecked(t *testing.T) {
 		ee, ok := err.(*exec.ExitError)
 		if !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "--history-retention") {
 			t.Errorf("helmr server --history-retention %s: %v: %s", v, err, out)
+		}
+	}
+}
+
+// errorLog is a slog handler that keeps the messages of error records.
+type errorLog struct {
+	mu   *sync.Mutex
+	msgs *[]string
+}
+
+func (h errorLog) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelError }
+func (h errorLog) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	msg := r.Message
+	r.Attrs(func(a slog.Attr) bool { msg += " " + a.String(); return true })
+	*h.msgs = append(*h.msgs, msg)
+	return nil
+}
+func (h errorLog) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h errorLog) WithGroup(string) slog.Handler      { return h }
+
+// TestHistoryRetentionOnSharedPostgres: two control planes on one
+// PostgreSQL database both run the expiry, often at the same moment; every
+// Turn expires once and neither logs an error.
+func TestHistoryRetentionOnSharedPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two control planes on PostgreSQL")
+	}
+	db := pgtest.URL(t)
+	var mu sync.Mutex
+	var errs []string
+	log := slog.New(errorLog{&mu, &errs})
+	var nodes []*plane
+	for i := range 2 {
+		nodes = append(nodes, startPlaneConfig(t, "127.0.0.1:0", controlplane.Config{Database: db, Logger: log,
+			NodeID: fmt.Sprintf("node-%d", i), HistoryRetention: 400 * time.Millisecond}))
+	}
+	type ids struct{ sid, tid string }
+	var turns []ids
+	for i := range 6 {
+		r := nodes[i%2].create("echo", text(fmt.Sprintf("payload %d", i)))
+		nodes[i%2].wait(r.Session.ID, r.Turn.ID)
+		turns = append(turns, ids{r.Session.ID, r.Turn.ID})
+	}
+	for _, id := range turns {
+		waitFor(t, "payload of "+id.tid+" expires", func() bool {
+			var ts helmrtype.TurnState
+			nodes[1].must("GET", "/v1/sessions/"+id.sid+"/turns/"+id.tid, nil, &ts)
+			return ts.PayloadExpiredAt != nil && ts.Result == nil && ts.Input == nil && ts.Status == "completed"
+		})
+		for _, ev := range nodes[0].events(id.sid) {
+			if strings.Contains(string(ev.Data), "payload ") {
+				t.Errorf("event %d of %s still holds its payload: %s", ev.Sequence, id.sid, ev.Data)
+			}
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, m := range errs {
+		if strings.Contains(m, "expire") {
+			t.Errorf("a node logged: %s", m)
 		}
 	}
 }
