@@ -70,7 +70,7 @@ func Create[I, R any](ctx context.Context, c *Client, a Contract[I, R], input I,
 
 // Enqueue admits a new Turn with input on Session s, a Session of Agent a,
 // and returns a handle whose Wait decodes the result as R. It does not check
-// that s belongs to a.
+// that s belongs to a; a handle from Attach does.
 func Enqueue[I, R any](ctx context.Context, s *SessionRef, a Contract[I, R], input I, opts EnqueueOptions) (*TypedTurnRef[R], error) {
 	raw, err := encodeInput(any(input))
 	if err != nil {
@@ -162,5 +162,110 @@ func decodeOutcome[R any](turnID string, o helmrtype.TurnOutcome) (*TypedOutcome
 		return out, fmt.Errorf("helmrclient: result of Turn %s does not decode as %T: %w", turnID, out.Result, err)
 	}
 	out.HasResult = true
+	return out, nil
+}
+
+// TypedSessionRef is a handle on an existing Session that Attach checked
+// to be of Agent a's ID and pinned to one Deployment: its enqueue takes I,
+// and its Turn reads and waits decode I and R.
+type TypedSessionRef[I, R any] struct {
+	*SessionRef
+	// Session is the Session's state as Attach read it.
+	Session helmrtype.Session
+}
+
+// Attach returns a typed handle on Session sessionID after checking, with
+// one read, that it is a Session of Agent a and pinned to Deployment
+// deploymentID: a's types hold only for the code deployed there. A
+// Session of another Agent or Deployment is a conflict error
+// (helmrtype.CodeConflict, its Details naming the actual "agent" or
+// "deployment_id"); a missing one is helmrtype.CodeNotFound; an empty
+// sessionID or deploymentID is helmrtype.CodeInvalidRequest.
+func Attach[I, R any](ctx context.Context, c *Client, a Contract[I, R], sessionID, deploymentID string) (*TypedSessionRef[I, R], error) {
+	if sessionID == "" {
+		return nil, helmrtype.Errorf(helmrtype.CodeInvalidRequest, "attach: a Session ID is required")
+	}
+	if deploymentID == "" {
+		return nil, helmrtype.Errorf(helmrtype.CodeInvalidRequest,
+			"attach: a Deployment ID is required: the typed contract holds for one Deployment's code")
+	}
+	ref := c.Sessions.Ref(sessionID)
+	s, err := ref.Get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if s.Agent != a.AgentID() {
+		return nil, &helmrtype.Error{Code: helmrtype.CodeConflict,
+			Message: fmt.Sprintf("session %s is of agent %q, not %q", sessionID, s.Agent, a.AgentID()),
+			Details: map[string]any{"agent": s.Agent}}
+	}
+	if s.DeploymentID != deploymentID {
+		return nil, &helmrtype.Error{Code: helmrtype.CodeConflict,
+			Message: fmt.Sprintf("session %s is pinned to deployment %s, not %s", sessionID, s.DeploymentID, deploymentID),
+			Details: map[string]any{"deployment_id": s.DeploymentID}}
+	}
+	return &TypedSessionRef[I, R]{SessionRef: ref, Session: *s}, nil
+}
+
+// Enqueue admits a new Turn with input at the end of the Session's queue,
+// as SessionRef.Enqueue, and returns a handle whose waits decode R.
+func (s *TypedSessionRef[I, R]) Enqueue(ctx context.Context, input I, opts EnqueueOptions) (*TypedTurnRef[R], error) {
+	raw, err := encodeInput(any(input))
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.SessionRef.Enqueue(ctx, raw, opts)
+	if err != nil {
+		return nil, err
+	}
+	return TypedTurn[R](t), nil
+}
+
+// Turn returns a handle on Turn id of the Session, without a network
+// request, whose waits decode R.
+func (s *TypedSessionRef[I, R]) Turn(id string) *TypedTurnRef[R] {
+	return TypedTurn[R](s.SessionRef.Turns.Ref(id))
+}
+
+// TypedTurnState is a Turn's state with its input decoded as I and its
+// result as R.
+type TypedTurnState[I, R any] struct {
+	// Input is the decoded input; meaningful only when HasInput.
+	Input I
+	// HasInput is true while the Turn's input is kept (not expired).
+	HasInput bool
+	// Result is the decoded result; meaningful only when HasResult.
+	Result R
+	// HasResult is true for a completed Turn whose payload is kept.
+	HasResult bool
+	// Raw is the Turn's state as the server sent it (status, timings,
+	// response, error, payload_expired_at).
+	Raw helmrtype.TurnState
+}
+
+// GetTurn reads Turn id of the Session and decodes its input and result.
+// When one does not decode it returns the state read and the error.
+func (s *TypedSessionRef[I, R]) GetTurn(ctx context.Context, id string) (*TypedTurnState[I, R], error) {
+	st, err := s.SessionRef.Turns.Ref(id).Get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := &TypedTurnState[I, R]{Raw: *st}
+	if len(st.Input) > 0 {
+		if err := json.Unmarshal(st.Input, &out.Input); err != nil {
+			return out, fmt.Errorf("helmrclient: input of Turn %s does not decode as %T: %w", id, out.Input, err)
+		}
+		out.HasInput = true
+	}
+	if st.Status == helmrtype.TurnCompleted && st.PayloadExpiredAt == nil {
+		raw := st.Result
+		if len(raw) == 0 {
+			raw = json.RawMessage("null")
+		}
+		if err := json.Unmarshal(raw, &out.Result); err != nil {
+			return out, fmt.Errorf("helmrclient: result of Turn %s does not decode as %T: %w", id, out.Result, err)
+		}
+		out.HasResult = true
+	}
 	return out, nil
 }

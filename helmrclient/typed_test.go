@@ -85,3 +85,69 @@ func TestDecodeOutcome(t *testing.T) {
 		}
 	}
 }
+
+func TestAttachChecksBeforeItTypes(t *testing.T) {
+	srv, reqs := recorder(t, func(r *http.Request) (int, string) {
+		switch r.URL.Path {
+		case "/v1/sessions/s1":
+			return 200, `{"id":"s1","agent":"worker","deployment_id":"d1","status":"open"}`
+		case "/v1/sessions/s1/turns":
+			return 201, `{"id":"t2","session_id":"s1","sequence":2,"status":"queued","input":{"issue":9}}`
+		case "/v1/sessions/s1/turns/t2":
+			return 200, `{"id":"t2","session_id":"s1","sequence":2,"status":"completed","input":{"issue":9},"result":{"reviewed":true}}`
+		}
+		return 404, `{"error":{"code":"not_found","message":"session not found"}}`
+	})
+	c := newTestClient(t, srv)
+	ctx := context.Background()
+	worker := &definition[issueInput, reviewResult]{id: "worker"}
+
+	s, err := Attach(ctx, c, worker, "s1", "d1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	turn, err := s.Enqueue(ctx, issueInput{Issue: 9}, EnqueueOptions{})
+	if err != nil || turn.ID() != "t2" {
+		t.Fatalf("typed enqueue: %v %v", turn, err)
+	}
+	if body := reqs()[1].body; body["input"].(map[string]any)["issue"] != float64(9) {
+		t.Errorf("enqueue body %v", body)
+	}
+	st, err := s.GetTurn(ctx, "t2")
+	if err != nil || !st.HasInput || st.Input.Issue != 9 || !st.HasResult || !st.Result.Reviewed {
+		t.Fatalf("typed read: %+v %v", st, err)
+	}
+
+	n := len(reqs())
+	for _, c2 := range []struct {
+		name      string
+		agent     string
+		session   string
+		dep       string
+		code      helmrtype.Code
+		detail    string
+		requested bool
+	}{
+		{"wrong agent", "other", "s1", "d1", helmrtype.CodeConflict, "agent", true},
+		{"wrong deployment", "worker", "s1", "d2", helmrtype.CodeConflict, "deployment_id", true},
+		{"missing session", "worker", "s9", "d1", helmrtype.CodeNotFound, "", true},
+		{"no deployment", "worker", "s1", "", helmrtype.CodeInvalidRequest, "", false},
+		{"no session", "worker", "", "d1", helmrtype.CodeInvalidRequest, "", false},
+	} {
+		_, err := Attach(ctx, c, Ref[issueInput, reviewResult](c2.agent), c2.session, c2.dep)
+		var he *helmrtype.Error
+		if !errors.Is(err, c2.code) || !errors.As(err, &he) {
+			t.Errorf("%s: %v, want %s", c2.name, err, c2.code)
+			continue
+		}
+		if c2.detail != "" && he.Details[c2.detail] == nil {
+			t.Errorf("%s: details %v lack %s", c2.name, he.Details, c2.detail)
+		}
+		if c2.requested {
+			n++
+		}
+		if got := len(reqs()); got != n {
+			t.Errorf("%s: %d requests, want %d (one read at most, no enqueue)", c2.name, got, n)
+		}
+	}
+}

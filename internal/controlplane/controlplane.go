@@ -82,6 +82,10 @@ type Config struct {
 	// WriteTimeout bounds writing one non-streaming API response (default
 	// server.WriteTimeout); tests shorten it.
 	WriteTimeout time.Duration
+	// HistoryRetention drops the payloads of Turns that settled longer ago
+	// than this (see engine.ExpirePayloads), in the background; 0 keeps
+	// them forever. Negative is refused.
+	HistoryRetention time.Duration
 }
 
 // ControlPlane is a running control plane.
@@ -103,6 +107,9 @@ type ControlPlane struct {
 
 	stopSweep context.CancelFunc
 	sweepDone chan struct{}
+	// expiryDone is closed when the payload expiry ends (at once without
+	// a HistoryRetention).
+	expiryDone chan struct{}
 
 	// cleanups run when the control plane stops: they remove the cgroups
 	// it made that nothing uses.
@@ -198,12 +205,44 @@ func statfsFree(dir string) (uint64, error) {
 	return st.Bavail * uint64(st.Bsize), nil
 }
 
-// stopSweeping ends the idle sweep.
+// stopSweeping ends the idle sweep and the payload expiry.
 func (cp *ControlPlane) stopSweeping() {
 	if cp.stopSweep != nil {
 		cp.stopSweep()
 		<-cp.sweepDone
+		<-cp.expiryDone
 		cp.stopSweep = nil
+	}
+}
+
+// expiryInterval is how often the payload expiry runs for a retention:
+// half of it, from 100 ms to a minute, so that a payload outlives its
+// retention by at most half of it (or a minute).
+func expiryInterval(retention time.Duration) time.Duration {
+	return min(max(retention/2, 100*time.Millisecond), time.Minute)
+}
+
+// expirePayloads runs the payload expiry until ctx ends: at once, then
+// every expiryInterval. An error is logged and the next run tries again.
+func (cp *ControlPlane) expirePayloads(ctx context.Context) {
+	defer close(cp.expiryDone)
+	retention := cp.cfg.HistoryRetention
+	if retention <= 0 {
+		return
+	}
+	t := time.NewTicker(expiryInterval(retention))
+	defer t.Stop()
+	for {
+		if n, err := cp.Engine.ExpirePayloads(ctx, retention); err != nil && ctx.Err() == nil {
+			cp.log.Error("expire turn payloads", "err", err)
+		} else if n > 0 {
+			cp.log.Info("expired turn payloads", "count", n, "retention", retention)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 	}
 }
 
@@ -215,6 +254,9 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	}
 	if cfg.DataDir == "" {
 		return nil, errors.New("controlplane: DataDir is required")
+	}
+	if cfg.HistoryRetention < 0 {
+		return nil, helmrtype.Errorf(helmrtype.CodeInvalidRequest, "controlplane: HistoryRetention %v is negative; 0 keeps history forever", cfg.HistoryRetention)
 	}
 	if cfg.MinFreeBytes == 0 {
 		cfg.MinFreeBytes = DefaultMinFreeBytes
@@ -331,10 +373,11 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		cp.Close(ctx)
 		return nil, err
 	}
-	cp.sweepDone = make(chan struct{})
+	cp.sweepDone, cp.expiryDone = make(chan struct{}), make(chan struct{})
 	sctx, stop := context.WithCancel(context.Background())
 	cp.stopSweep = stop
 	go cp.sweepIdle(sctx)
+	go cp.expirePayloads(sctx)
 	return cp, nil
 }
 

@@ -18,13 +18,19 @@ import (
 // of a text Agent "echo" and a JSON Agent "typed".
 func newEngine(t *testing.T) *engine.Engine {
 	t.Helper()
+	return newEngineWith(t, engine.Options{})
+}
+
+// newEngineWith is newEngine with opts (a clock, say).
+func newEngineWith(t *testing.T, opts engine.Options) *engine.Engine {
+	t.Helper()
 	ctx := context.Background()
 	st, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "helmr.db"), sqlitestore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	e := engine.New(st, engine.Options{})
+	e := engine.New(st, opts)
 	m := helmrtype.Manifest{Version: helmrtype.ManifestVersion, SDK: "go",
 		Templates: []helmrtype.TemplateManifest{{ID: "box", Image: helmrtype.ImageManifest{Name: "box", Host: true}}},
 		Agents: []helmrtype.AgentManifest{

@@ -315,7 +315,12 @@ func turnState(t *store.Turn) helmrtype.TurnState {
 	if len(t.Source) > 0 {
 		json.Unmarshal(t.Source, &ts.Source)
 	}
-	if t.Status == helmrtype.TurnCompleted {
+	if t.PayloadExpiredAt != nil {
+		// The history retention dropped the payloads: say so, and show
+		// none (the store keeps none either).
+		at := *t.PayloadExpiredAt
+		ts.PayloadExpiredAt, ts.Input = &at, nil
+	} else if t.Status == helmrtype.TurnCompleted {
 		ts.Result = t.Result
 		if t.ResponseStaged {
 			ts.Response = helmrtype.Content{}

@@ -113,6 +113,15 @@ type Tx interface {
 	ActiveTurn(ctx context.Context, sessionID string) (*Turn, error)
 	// TurnsWithStatus returns every Turn (of all Sessions) in status.
 	TurnsWithStatus(ctx context.Context, status string) ([]Turn, error)
+	// ExpireTurnPayloads drops the payloads of at most limit settled Turns
+	// whose TerminalAt is before cutoff and whose payloads are still kept,
+	// oldest settlement first: their Input, Result and Response, their
+	// messages' content (set to []), and the PayloadFields of their events
+	// of the PayloadEventKinds, which gain a field payload_expired_at. It
+	// sets their PayloadExpiredAt to at and returns how many it expired.
+	// Turns that another transaction is expiring are skipped, not waited
+	// for, so that several nodes can run it at once.
+	ExpireTurnPayloads(ctx context.Context, cutoff, at time.Time, limit int) (int, error)
 
 	// Messages
 	// InsertMessage stores m and marks its Turn Messaged.
@@ -531,6 +540,50 @@ type Turn struct {
 	// hold) is accepted, so that it is not lost before it reaches the
 	// process (a restart, a node that missed the notice).
 	InterruptRequested bool
+	// PayloadExpiredAt is when ExpireTurnPayloads dropped the Turn's
+	// payloads; nil while they are kept. InsertTurn writes it; UpdateTurn
+	// leaves it as stored.
+	PayloadExpiredAt *time.Time
+}
+
+// PayloadEventKinds are the kinds of a Turn's events that carry its
+// payloads, and PayloadFields the fields of their data that
+// ExpireTurnPayloads removes.
+var (
+	PayloadEventKinds = []string{"turn.queued", "turn.output", "turn.completed", "message.admitted"}
+	PayloadFields     = []string{"input", "content", "result", "response"}
+)
+
+// PayloadExpiredField is the field that ExpireTurnPayloads adds to the
+// data of an event whose payload it removed: the expiry time, as
+// PayloadExpiredStamp writes it.
+const PayloadExpiredField = "payload_expired_at"
+
+// ExpireEventData returns an event's data without its PayloadFields and
+// with PayloadExpiredField set to at's PayloadExpiredStamp. Other fields
+// keep their exact JSON text.
+func ExpireEventData(data json.RawMessage, at time.Time) (json.RawMessage, error) {
+	fields := map[string]json.RawMessage{}
+	if len(data) > 0 {
+		if err := json.Unmarshal(data, &fields); err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range PayloadFields {
+		delete(fields, f)
+	}
+	stamp, err := json.Marshal(PayloadExpiredStamp(at))
+	if err != nil {
+		return nil, err
+	}
+	fields[PayloadExpiredField] = stamp
+	return json.Marshal(fields)
+}
+
+// PayloadExpiredStamp is the expiry time at as events show it: RFC 3339 in
+// UTC with microseconds at most, as the Turn's PayloadExpiredAt reads back.
+func PayloadExpiredStamp(at time.Time) string {
+	return at.UTC().Truncate(time.Microsecond).Format(time.RFC3339Nano)
 }
 
 // Message is a message sent to one exact Turn.

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/cli/clienv"
 	"github.com/helmr-go/helmr/internal/controlplane"
 )
 
@@ -45,6 +47,25 @@ type Options struct {
 	LeaseTTL time.Duration
 	// ComputersDir: see controlplane.Config.
 	ComputersDir string
+	// HistoryRetention is a Duration or "never" (the default, also for
+	// ""): see controlplane.Config.
+	HistoryRetention string
+}
+
+// historyRetention parses --history-retention: a Duration, or "never"
+// (or empty) to keep history forever.
+func (o *Options) historyRetention() (time.Duration, error) {
+	if o.HistoryRetention == "" {
+		return 0, nil
+	}
+	d, never, err := helmrtype.ParseRetention(o.HistoryRetention)
+	if err != nil {
+		return 0, clienv.Usagef("--history-retention %q: want a duration such as 30d or 12h, or never", o.HistoryRetention)
+	}
+	if never {
+		return 0, nil
+	}
+	return d, nil
 }
 
 // logger returns the command's structured logger on w.
@@ -91,10 +112,14 @@ func Start(ctx context.Context, o *Options, logw io.Writer) (*Running, error) {
 			return nil, err
 		}
 	}
+	retention, err := o.historyRetention()
+	if err != nil {
+		return nil, err
+	}
 	cp, err := controlplane.Open(ctx, controlplane.Config{DataDir: o.DataDir, Database: o.Database, Synchronous: o.Synchronous, Logger: log,
 		ReconnectWindow: o.ReconnectWindow, ReattachWindow: o.ReattachWindow, PublicURL: o.PublicURL,
 		MinFreeBytes: o.MinFreeBytes, UnsafeNoSandbox: o.UnsafeNoSandbox, NodeID: o.NodeID, LeaseTTL: o.LeaseTTL,
-		ComputersDir: o.ComputersDir})
+		ComputersDir: o.ComputersDir, HistoryRetention: retention})
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -11,19 +13,20 @@ import (
 )
 
 const turnCols = `id, session_id, sequence, status, input, source, created_at, started_at, terminal_at,
- result, response, response_staged, error_code, error_message, output_bytes, last_op, waited, messaged, interrupt_requested`
+ result, response, response_staged, error_code, error_message, output_bytes, last_op, waited, messaged, interrupt_requested, payload_expired_at`
 
 func scanTurn(row pgx.Row) (*store.Turn, error) {
 	var t store.Turn
 	var input, source, result, response []byte
 	if err := row.Scan(&t.ID, &t.SessionID, &t.Sequence, &t.Status, &input, &source, &t.CreatedAt, &t.StartedAt, &t.TerminalAt,
-		&result, &response, &t.ResponseStaged, &t.ErrorCode, &t.ErrorMessage, &t.OutputBytes, &t.LastOp, &t.Waited, &t.Messaged, &t.InterruptRequested); err != nil {
+		&result, &response, &t.ResponseStaged, &t.ErrorCode, &t.ErrorMessage, &t.OutputBytes, &t.LastOp, &t.Waited, &t.Messaged, &t.InterruptRequested, &t.PayloadExpiredAt); err != nil {
 		return nil, err
 	}
 	t.Input, t.Source, t.Result, t.Response = raw(input), raw(source), raw(result), raw(response)
 	t.CreatedAt = utc(t.CreatedAt)
 	t.StartedAt = utcPtr(t.StartedAt)
 	t.TerminalAt = utcPtr(t.TerminalAt)
+	t.PayloadExpiredAt = utcPtr(t.PayloadExpiredAt)
 	return &t, nil
 }
 
@@ -35,11 +38,11 @@ func (t *tx) InsertTurn(ctx context.Context, tr *store.Turn) error {
 	}
 	var seq int64
 	err := t.row(ctx, tr.SessionID, `INSERT INTO turns(`+turnCols+`)
- SELECT $1, $2, COALESCE(NULLIF($3::bigint, 0), MAX(sequence) + 1, 1), $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19
+ SELECT $1, $2, COALESCE(NULLIF($3::bigint, 0), MAX(sequence) + 1, 1), $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20
  FROM turns WHERE session_id = $2 ON CONFLICT DO NOTHING RETURNING sequence`,
 		tr.ID, tr.SessionID, tr.Sequence, tr.Status, blob(tr.Input), blob(tr.Source), tr.CreatedAt,
 		tr.StartedAt, tr.TerminalAt, blob(tr.Result), blob(tr.Response), tr.ResponseStaged,
-		tr.ErrorCode, tr.ErrorMessage, tr.OutputBytes, tr.LastOp, tr.Waited, tr.Messaged, tr.InterruptRequested).Scan(&seq)
+		tr.ErrorCode, tr.ErrorMessage, tr.OutputBytes, tr.LastOp, tr.Waited, tr.Messaged, tr.InterruptRequested, tr.PayloadExpiredAt).Scan(&seq)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.ErrDuplicate
 	}
@@ -100,6 +103,91 @@ func (t *tx) ActiveTurn(ctx context.Context, sessionID string) (*store.Turn, err
 
 func (t *tx) TurnsWithStatus(ctx context.Context, status string) ([]store.Turn, error) {
 	return t.queryTurns(ctx, "", `SELECT `+turnCols+` FROM turns WHERE status = $1 ORDER BY session_id, sequence`, status)
+}
+
+// expireSQL takes a batch of Turns to expire and drops their payloads.
+// FOR UPDATE SKIP LOCKED leaves the Turns that another node's batch holds
+// to it, and one that such a batch expired meanwhile no longer matches
+// once its lock is granted.
+const expireSQL = `WITH picked AS (
+  SELECT session_id, sequence FROM turns
+  WHERE payload_expired_at IS NULL AND terminal_at IS NOT NULL AND terminal_at < $1
+  ORDER BY terminal_at LIMIT $2 FOR UPDATE SKIP LOCKED
+)
+UPDATE turns SET input = NULL, result = NULL, response = NULL, response_staged = false, payload_expired_at = $3
+FROM picked WHERE turns.session_id = picked.session_id AND turns.sequence = picked.sequence
+RETURNING turns.session_id, turns.id`
+
+// ExpireTurnPayloads rewrites the events' data in Go (store.ExpireEventData):
+// PostgreSQL's JSON functions refuse a payload with \u0000 in it. The
+// event updates are queued and go out in one batch with the commit.
+func (t *tx) ExpireTurnPayloads(ctx context.Context, cutoff, at time.Time, limit int) (int, error) {
+	if err := t.write(); err != nil {
+		return 0, err
+	}
+	if limit <= 0 {
+		return 0, nil
+	}
+	rows, err := t.query(ctx, "", expireSQL, cutoff, limit, at)
+	if err != nil {
+		return 0, err
+	}
+	var sessions, turns []string
+	for rows.Next() {
+		var sid, id string
+		if err := rows.Scan(&sid, &id); err != nil {
+			rows.Close()
+			return 0, mapErr(err)
+		}
+		sessions, turns = append(sessions, sid), append(turns, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, mapErr(err)
+	}
+	if len(turns) == 0 {
+		return 0, nil
+	}
+	if err := t.exec(ctx, "", `UPDATE messages SET content = convert_to('[]', 'UTF8') WHERE turn_id = ANY($1::text[])`, turns); err != nil {
+		return 0, err
+	}
+	evs, err := t.query(ctx, "", `SELECT e.session_id, e.sequence, e.data FROM events e
+ JOIN unnest($1::text[], $2::text[]) AS x(session_id, turn_id) ON e.session_id = x.session_id AND e.turn_id = x.turn_id
+ WHERE e.kind = ANY($3::text[])`, sessions, turns, store.PayloadEventKinds)
+	if err != nil {
+		return 0, err
+	}
+	type rewrite struct {
+		session string
+		seq     int64
+		data    []byte
+	}
+	var out []rewrite
+	for evs.Next() {
+		var r rewrite
+		var data []byte
+		if err := evs.Scan(&r.session, &r.seq, &data); err != nil {
+			evs.Close()
+			return 0, mapErr(err)
+		}
+		d, err := store.ExpireEventData(data, at)
+		if err != nil {
+			evs.Close()
+			return 0, fmt.Errorf("pgstore: event %d of session %s: %w", r.seq, r.session, err)
+		}
+		r.data = d
+		out = append(out, r)
+	}
+	evs.Close()
+	if err := evs.Err(); err != nil {
+		return 0, mapErr(err)
+	}
+	for _, r := range out {
+		if err := t.exec(ctx, "", `UPDATE events SET data = $1 WHERE session_id = $2 AND sequence = $3`, r.data, r.session, r.seq); err != nil {
+			return 0, err
+		}
+	}
+	return len(turns), nil
 }
 
 const messageCols = `id, session_id, turn_id, content, source, status, created_at`

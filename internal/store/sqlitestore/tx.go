@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -11,6 +12,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/helmr-go/helmr/internal/store"
 )
+
+// errReadOnly refuses a write in a View or Read that a read-only
+// connection would not refuse by itself.
+var errReadOnly = errors.New("sqlitestore: write in a read-only transaction")
 
 type tx struct {
 	ctx      context.Context
@@ -307,16 +312,16 @@ func (t *tx) SessionsWithWork(ctx context.Context) ([]string, error) {
 }
 
 const turnCols = `id, session_id, sequence, status, input, source, created_at, started_at, terminal_at,
- result, response, response_staged, error_code, error_message, output_bytes, last_op, waited, messaged, interrupt_requested`
+ result, response, response_staged, error_code, error_message, output_bytes, last_op, waited, messaged, interrupt_requested, payload_expired_at`
 
 func scanTurn(sc interface{ Scan(...any) error }) (*store.Turn, error) {
 	var t store.Turn
 	var created int64
-	var started, terminal sql.NullInt64
+	var started, terminal, expired sql.NullInt64
 	var input, source, result, response []byte
 	var staged, waited, messaged, interrupt int
 	if err := sc.Scan(idDest{&t.ID}, idDest{&t.SessionID}, &t.Sequence, &t.Status, &input, &source, &created, &started, &terminal,
-		&result, &response, &staged, &t.ErrorCode, &t.ErrorMessage, &t.OutputBytes, &t.LastOp, &waited, &messaged, &interrupt); err != nil {
+		&result, &response, &staged, &t.ErrorCode, &t.ErrorMessage, &t.OutputBytes, &t.LastOp, &waited, &messaged, &interrupt, &expired); err != nil {
 		return nil, err
 	}
 	t.Input, t.Source, t.Result, t.Response = raw(input), raw(source), raw(result), raw(response)
@@ -324,6 +329,7 @@ func scanTurn(sc interface{ Scan(...any) error }) (*store.Turn, error) {
 	t.CreatedAt = fromMicros(created)
 	t.StartedAt = fromNullMicros(started)
 	t.TerminalAt = fromNullMicros(terminal)
+	t.PayloadExpiredAt = fromNullMicros(expired)
 	return &t, nil
 }
 
@@ -350,10 +356,11 @@ func (t *tx) InsertTurn(ctx context.Context, tr *store.Turn) error {
 		}
 		seq = n + 1
 	}
-	err := t.exec(ctx, `INSERT INTO turns(`+turnCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	err := t.exec(ctx, `INSERT INTO turns(`+turnCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		id(tr.ID), id(tr.SessionID), seq, tr.Status, blob(tr.Input), blob(tr.Source), micros(tr.CreatedAt),
 		nullMicros(tr.StartedAt), nullMicros(tr.TerminalAt), blob(tr.Result), blob(tr.Response), boolInt(tr.ResponseStaged),
-		tr.ErrorCode, tr.ErrorMessage, tr.OutputBytes, tr.LastOp, boolInt(tr.Waited), boolInt(tr.Messaged), boolInt(tr.InterruptRequested))
+		tr.ErrorCode, tr.ErrorMessage, tr.OutputBytes, tr.LastOp, boolInt(tr.Waited), boolInt(tr.Messaged), boolInt(tr.InterruptRequested),
+		nullMicros(tr.PayloadExpiredAt))
 	if err == nil {
 		tr.Sequence = seq
 	}
@@ -434,6 +441,63 @@ func (t *tx) TurnsWithStatus(ctx context.Context, status string) ([]store.Turn, 
  WHERE status IN ('queued', 'running') AND status = ? ORDER BY session_id, sequence`, status)
 	}
 	return t.queryTurns(ctx, `SELECT `+turnCols+` FROM turns WHERE status = ? ORDER BY session_id, sequence`, status)
+}
+
+// ExpireTurnPayloads: SQLite has one writer, so nothing else expires the
+// same Turns meanwhile.
+func (t *tx) ExpireTurnPayloads(ctx context.Context, cutoff, at time.Time, limit int) (int, error) {
+	if t.readOnly {
+		// A read finding nothing to expire would succeed.
+		return 0, errReadOnly
+	}
+	if limit <= 0 {
+		return 0, nil
+	}
+	rows, err := t.q.query(ctx, `SELECT session_id, sequence, id FROM turns INDEXED BY turns_unexpired
+ WHERE payload_expired_at IS NULL AND terminal_at IS NOT NULL AND terminal_at < ? ORDER BY terminal_at LIMIT ?`, micros(cutoff), limit)
+	if err != nil {
+		return 0, err
+	}
+	type due struct {
+		session, id string
+		seq         int64
+	}
+	var dues []due
+	for rows.Next() {
+		var d due
+		if err := rows.Scan(idDest{&d.session}, &d.seq, idDest{&d.id}); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		dues = append(dues, d)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	paths := make([]string, len(store.PayloadFields))
+	for i, f := range store.PayloadFields {
+		paths[i] = "'$." + f + "'"
+	}
+	kinds := "'" + strings.Join(store.PayloadEventKinds, "', '") + "'"
+	// The data is stored as a BLOB, which SQLite's JSON functions would
+	// read as JSONB: it is read as text and written back as a BLOB.
+	events := `UPDATE events SET data = CAST(json_set(json_remove(CAST(data AS TEXT), ` + strings.Join(paths, ", ") + `), '$.` +
+		store.PayloadExpiredField + `', ?) AS BLOB) WHERE session_id = ? AND turn_id = ? AND kind IN (` + kinds + `)`
+	stamp := store.PayloadExpiredStamp(at)
+	for _, d := range dues {
+		if err := t.exec(ctx, `UPDATE turns SET input = NULL, result = NULL, response = NULL, response_staged = 0, payload_expired_at = ?
+ WHERE session_id = ? AND sequence = ?`, micros(at), id(d.session), d.seq); err != nil {
+			return 0, err
+		}
+		if err := t.exec(ctx, `UPDATE messages SET content = CAST('[]' AS BLOB) WHERE turn_id = ?`, d.id); err != nil {
+			return 0, err
+		}
+		if err := t.exec(ctx, events, stamp, id(d.session), id(d.id)); err != nil {
+			return 0, err
+		}
+	}
+	return len(dues), nil
 }
 
 const messageCols = `id, session_id, turn_id, content, source, status, created_at`

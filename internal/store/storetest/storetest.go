@@ -45,6 +45,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Messages", testMessages},
 		{"PendingMessages", testPendingMessages},
 		{"Events", testEvents},
+		{"ExpireTurnPayloads", testExpireTurnPayloads},
+		{"ConcurrentPayloadExpiry", testConcurrentPayloadExpiry},
 		{"Idempotency", testIdempotency},
 		{"Processes", testProcesses},
 		{"Asks", testAsks},
@@ -245,6 +247,7 @@ func storedTurn(tr store.Turn) store.Turn {
 	tr.CreatedAt = stored(tr.CreatedAt)
 	tr.StartedAt = storedPtr(tr.StartedAt)
 	tr.TerminalAt = storedPtr(tr.TerminalAt)
+	tr.PayloadExpiredAt = storedPtr(tr.PayloadExpiredAt)
 	return tr
 }
 

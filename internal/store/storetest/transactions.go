@@ -99,6 +99,8 @@ func writeEverything(ctx context.Context, tx store.Tx) []error {
 	add(err)
 	_, err = tx.RequestCommandCancel(ctx, "cmd-1")
 	add(err)
+	_, err = tx.ExpireTurnPayloads(ctx, at(100), at(100), 10)
+	add(err)
 	return errs
 }
 
