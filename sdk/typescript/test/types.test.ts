@@ -3,7 +3,7 @@
 import assert from "node:assert/strict"
 import { test } from "node:test"
 import { z } from "zod"
-import { agent, template, image, HelmrClient } from "@helmr/sdk"
+import { agent, actor, template, image, HelmrClient, triggers } from "@helmr/sdk"
 import type { AgentInput, AgentResult, InputContent, Turn, SessionRef, TurnRef, SessionCreateReceipt } from "@helmr/sdk"
 import type * as ClientTypes from "@helmr/sdk/client"
 
@@ -43,6 +43,34 @@ expect<Equal<AgentInput<typeof worker>, { issue: number }>>(true)
 expect<Equal<AgentResult<typeof worker>, { title: string }>>(true)
 expect<Equal<AgentInput<typeof chat>, InputContent>>(true)
 expect<Equal<AgentResult<typeof chat>, { n: number }>>(true)
+
+// Trigger inputs are typed as the Agent's client input.
+export const nightly = agent({
+  id: "nightly",
+  template: host,
+  inputSchema: z.object({ issue: z.number() }).transform((v) => ({ ...v, label: String(v.issue) })),
+  triggers: [
+    triggers.cron("nightly", "0 3 * * *", { timezone: "Europe/Paris", input: { issue: 1 } }),
+    // @ts-expect-error: the input must be the Agent's client input (issue is a number)
+    triggers.cron("wrong", "0 4 * * *", { input: { issue: "1" } }),
+  ],
+  async turn(turn) { return turn.input.label },
+})
+export const textTicker = agent({
+  id: "text-ticker",
+  template: host,
+  triggers: [
+    triggers.cron("hourly", "@hourly", { input: [{ type: "text", text: "tick" }], overlap: "allow" }),
+    triggers.cron("empty", "*/5 * * * * *"),
+    // @ts-expect-error: a text Agent's input is InputContent, not a string
+    triggers.cron("str", "@daily", { input: "tick" }),
+    // @ts-expect-error: overlap is "skip" or "allow"
+    triggers.cron("ov", "@daily", { overlap: "queue" }),
+  ],
+  async turn() { return null },
+})
+const standalone = triggers.cron("standalone", "@daily", { input: [{ type: "text", text: "x" }] })
+export const actorTicker = actor({ id: "actor-ticker", template: host, triggers: [standalone], async run() {} })
 
 async function typedInvocation(client: HelmrClient) {
   const started = await client.sessions.create<typeof worker>({ agent: "worker", input: { issue: 42 } })
