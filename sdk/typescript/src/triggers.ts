@@ -103,7 +103,7 @@ function timezoneProblem(tz: string): string | undefined {
  * time zone, overlap or a non-JSON input; the Agent checks the input against
  * its input contract.
  */
-function cron<const I = InputContent>(name: string, pattern: string, options: CronOptions<I> = {}): CronTrigger<I> {
+function cron<const I = never>(name: string, pattern: string, options: CronOptions<I> = {}): CronTrigger<I> {
   if (typeof name !== "string" || !namePattern.test(name)) throw new TypeError(`triggers.cron: name ${JSON.stringify(name)} must match ${namePattern}`)
   const at = `triggers.cron ${JSON.stringify(name)}`
   if (typeof pattern !== "string") throw new TypeError(`${at}: pattern must be a string, not ${pattern === null ? "null" : typeof pattern}`)
