@@ -152,9 +152,9 @@ function deepFreeze<T>(v: T): T {
  * Checks an Agent's triggers (`at` names the Agent in errors): each a
  * trigger, names unique, each input valid for the Agent: InputContent for a
  * text Agent (default `[]`), else passing `inputSchema` when it validates
- * synchronously (an async validator is left to the server, which checks
- * every trigger's input when the Deployment is published). Returns their
- * manifest entries.
+ * synchronously. An async validator is not awaited: the server checks that
+ * the input is JSON when the Deployment is published, and each fire's Turn
+ * validates it (input_invalid). Returns their manifest entries.
  */
 export function checkTriggers(list: unknown, inputSchema: StandardSchemaV1 | undefined, at: string): readonly TriggerManifest[] {
   if (!Array.isArray(list)) throw new TypeError(`${at}: triggers must be an array of triggers.cron(...)`)
@@ -181,7 +181,7 @@ export function checkTriggers(list: unknown, inputSchema: StandardSchemaV1 | und
         throw new TypeError(`${tat}: the inputSchema threw on the input: ${(e as Error).message}`)
       }
       if (typeof (r as { then?: unknown }).then === "function") {
-        // An async validator: the server checks the input when the Deployment is published.
+        // An async validator: each fire's Turn validates the input.
         Promise.resolve(r).catch(() => {})
       } else if ((r as StandardSchemaV1.Result<unknown>).issues) {
         throw new TypeError(`${tat}: input does not match the Agent's inputSchema: ${formatIssues((r as StandardSchemaV1.FailureResult).issues)}`)
