@@ -168,7 +168,7 @@ test("agent() triggers: checked against the input contract, names unique; the ma
   assert.throws(() => agent({ id: "a", template: host, inputSchema: schema, turn: noop, triggers: [triggers.cron("t", "@daily")] }), (e: unknown) => at(e, /does not match the Agent's inputSchema/))
   const nullable = agent({ id: "n", template: host, inputSchema: z.null(), turn: noop, triggers: [triggers.cron("t", "@daily")] })
   assert.deepEqual(nullable.triggers?.[0].input, null)
-  // An async validator is left to the server (which checks every trigger at publication); no unhandled rejection.
+  // An async validator is not awaited (each fire validates the input); no unhandled rejection.
   const async = agent({ id: "async", template: host, inputSchema: schema.refine(async (v) => v.topic !== "no"), turn: noop,
     triggers: [triggers.cron("t", "@daily", { input: { topic: "no" } })] })
   assert.deepEqual(async.triggers?.[0].input, { topic: "no" })
