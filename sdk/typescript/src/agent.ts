@@ -9,6 +9,8 @@ import { isStandardSchema } from "./schema.js"
 import type { Template } from "./template.js"
 import { isTemplate } from "./template.js"
 import type { MaybePromise, Turn } from "./turn.js"
+import { checkTriggers } from "./triggers.js"
+import type { Trigger, TriggerManifest } from "./triggers.js"
 
 /** The scoped connection to the runtime MCP server (any MCP client over Streamable HTTP). */
 export interface RuntimeMcpConnectionOptions {
@@ -57,6 +59,12 @@ interface CommonConfig<Id extends string, S, IS> {
   readonly maxTurnDuration?: Duration
   /** The default hot-wait of this Agent's waits (1ms–1h; server default 30s). */
   readonly idleTimeout?: Duration
+  /**
+   * Cron triggers (`triggers.cron(name, pattern, { timezone, input })`): each
+   * fire admits a fresh Session whose first Turn has the trigger's input,
+   * typed as this Agent's client input.
+   */
+  readonly triggers?: readonly Trigger<NoInfer<ClientInputOf<IS>>>[]
 }
 
 /** The config of `agent()`. */
@@ -110,6 +118,8 @@ export interface AgentDefinition<Id extends string = string, I = unknown, R = un
   readonly hibernateAfterIdle: Retention
   readonly maxTurnDuration?: Duration
   readonly idleTimeout?: Duration
+  /** The triggers' manifest entries, inputs resolved (present when `triggers` was given). */
+  readonly triggers?: readonly TriggerManifest[]
   readonly actor: boolean
   readonly init?: (ctx: InitContext) => MaybePromise<S>
   readonly turn?: (turn: Turn<any>, ctx: AgentContext<S>) => unknown
@@ -124,7 +134,7 @@ export type AgentResult<A extends AgentContract> = NonNullable<A["~types"]>["res
 const idPattern = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/
 const agentBrand = Symbol.for("helmr.sdk.Agent")
 
-function check(config: CommonConfig<string, unknown, unknown> & { resultSchema?: unknown }, fn: string): void {
+function check(config: CommonConfig<string, unknown, unknown> & { resultSchema?: unknown }, fn: string): readonly TriggerManifest[] | undefined {
   if (typeof config !== "object" || config === null) throw new TypeError(`${fn}: config must be an object`)
   if (typeof config.id !== "string" || config.id.trim() === "") throw new TypeError(`${fn}: id must be a non-blank string`)
   if (!idPattern.test(config.id)) throw new TypeError(`${fn}: id ${JSON.stringify(config.id)} must match ${idPattern}`)
@@ -153,9 +163,11 @@ function check(config: CommonConfig<string, unknown, unknown> & { resultSchema?:
       throw new TypeError(`${at}: runtimeMcp: ${(e as Error).message}`)
     }
   }
+  if (config.triggers !== undefined) return checkTriggers(config.triggers, config.inputSchema as StandardSchemaV1 | undefined, at)
+  return undefined
 }
 
-function define(config: CommonConfig<string, unknown, unknown> & { resultSchema?: StandardSchemaV1; turn?: unknown; run?: unknown }, actor: boolean): AgentDefinition {
+function define(config: CommonConfig<string, unknown, unknown> & { resultSchema?: StandardSchemaV1; turn?: unknown; run?: unknown }, actor: boolean, triggers: readonly TriggerManifest[] | undefined): AgentDefinition {
   const d: Record<string, unknown> = {
     kind: "agent",
     id: config.id,
@@ -167,6 +179,7 @@ function define(config: CommonConfig<string, unknown, unknown> & { resultSchema?
   for (const k of ["runtimeMcp", "inputSchema", "resultSchema", "maxTurnDuration", "idleTimeout", "init", "turn", "run"] as const) {
     if (config[k] !== undefined) d[k] = k === "runtimeMcp" ? structuredClone(config[k]) : config[k]
   }
+  if (triggers !== undefined) d.triggers = triggers
   Object.defineProperty(d, agentBrand, { value: true })
   return Object.freeze(d) as unknown as AgentDefinition
 }
@@ -174,14 +187,15 @@ function define(config: CommonConfig<string, unknown, unknown> & { resultSchema?
 /**
  * Defines an Agent. Infers its ID, init state, validated input and result.
  * Throws TypeError when `id` is blank or malformed, `template` is not a
- * template() definition, or `turn` is not a function.
+ * template() definition, `turn` is not a function, or a trigger is
+ * malformed, declared twice or has an input the Agent refuses.
  */
 export function agent<const Id extends string, S = undefined, IS extends StandardSchemaV1 | undefined = undefined, RS extends StandardSchemaV1 | undefined = undefined, R = unknown>(
   config: AgentConfig<Id, S, IS, RS, R>,
 ): AgentDefinition<Id, ClientInputOf<IS>, ResultOf<RS, R>, S> {
-  check(config, "agent")
+  const trs = check(config as never, "agent")
   if (typeof config.turn !== "function") throw new TypeError(`agent ${JSON.stringify(config.id)}: turn must be a function`)
-  return define(config as never, false) as AgentDefinition<Id, ClientInputOf<IS>, ResultOf<RS, R>, S>
+  return define(config as never, false, trs) as AgentDefinition<Id, ClientInputOf<IS>, ResultOf<RS, R>, S>
 }
 
 /**
@@ -192,9 +206,9 @@ export function agent<const Id extends string, S = undefined, IS extends Standar
 export function actor<const Id extends string, S = undefined, IS extends StandardSchemaV1 | undefined = undefined, RS extends StandardSchemaV1 | undefined = undefined>(
   config: ActorConfig<Id, S, IS, RS>,
 ): AgentDefinition<Id, ClientInputOf<IS>, RS extends StandardSchemaV1 ? StandardSchemaV1.InferOutput<RS> : JsonValue | null, S> {
-  check(config, "actor")
+  const trs = check(config as never, "actor")
   if (typeof config.run !== "function") throw new TypeError(`actor ${JSON.stringify(config.id)}: run must be a function`)
-  return define(config as never, true) as never
+  return define(config as never, true, trs) as never
 }
 
 /** Reports whether v is an agent() or actor() definition (also from another copy of the SDK). */

@@ -1,6 +1,6 @@
 /**
  * @helmr/sdk: define Agents (`agent`, `actor`, `template`, `image`), wait
- * durably (`timers`, `tokens`), and call Helmr (`HelmrClient`).
+ * durably (`timers`, `tokens`), fire on a schedule (`triggers`), and call Helmr (`HelmrClient`).
  */
 export { agent, actor, isAgentDefinition } from "./agent.js"
 export type {
@@ -15,6 +15,8 @@ export type {
   AnswerFor, AskAnswer, Responder, MaybePromise,
 } from "./turn.js"
 export { timers, tokens } from "./waits.js"
+export { triggers, isTrigger } from "./triggers.js"
+export type { Trigger, CronTrigger, CronOptions, TriggerOverlap, TriggerManifest } from "./triggers.js"
 export type { Token, TokenWaitResult, TokenWaitError, TokenWaitOptions, TokenCreateOptions, WaitOptions } from "./waits.js"
 export { HelmrError } from "./errors.js"
 export type { ErrorCode, ErrorBody } from "./errors.js"

@@ -36,6 +36,9 @@ export function buildManifest(defs: readonly AgentDefinition[]): Manifest {
     m.has_init = typeof d.init === "function"
     if (d.actor) m.actor = true
     if (d.idleTimeout) m.idle_timeout = d.idleTimeout
+    if (d.triggers && d.triggers.length > 0) {
+      m.triggers = d.triggers.map((t) => ({ name: t.name, kind: t.kind, pattern: t.pattern, timezone: t.timezone, input: t.input, overlap: t.overlap }))
+    }
     agents.push(m)
     const tm = templateManifest(d.template)
     const json = JSON.stringify(tm)

@@ -12,7 +12,7 @@ import { startHelmr } from "@helmr/sdk/testing"
 import type { Helmr } from "@helmr/sdk/testing"
 import type { SessionEvent } from "@helmr/sdk"
 import type { worker } from "./fixtures/pkg/agents/basic.js"
-import { fixture, linkFixture, FakeServer, text, turnStart, root } from "./helpers.js"
+import { fixture, cronFixture, linkFixture, FakeServer, text, turnStart, root } from "./helpers.js"
 import { bundle } from "@helmr/sdk/testing"
 import * as path from "node:path"
 import * as os from "node:os"
@@ -191,6 +191,40 @@ describe("end to end", { skip: bin ? false : "no helmr binary: set HELMR_BIN (go
     assert.ok((o.result as { waited: number }).waited >= 3000)
     const kinds = (await session.events.list({ limit: 1000 })).records.map((e) => e.kind)
     assert.ok(!kinds.includes("session.process_failed"), kinds.join(","))
+  })
+})
+
+// A package of its own, so that its Sessions (one a second) do not load the main suite.
+describe("end to end: a cron trigger", { skip: bin ? false : "no helmr binary: set HELMR_BIN" }, () => {
+  let h: Helmr
+  before(async () => {
+    linkFixture(cronFixture)
+    h = await startHelmr({ dir: cronFixture, bin, mode: (process.env.HELMR_TEST_MODE as "dev" | "server") ?? "dev" })
+  })
+  after(async () => { await h?.close() })
+
+  test("a trigger firing every second admits a Session whose first Turn has source schedule and the trigger's input", async () => {
+    const manifest = h.deployment.manifest as { agents: Array<{ id: string; triggers?: unknown }> }
+    assert.deepEqual(manifest.agents.find((a) => a.id === "ticker")?.triggers,
+      [{ name: "every-second", kind: "cron", pattern: "* * * * * *", timezone: "UTC", input: [{ type: "text", text: "tick" }], overlap: "skip" }])
+    const deadline = Date.now() + 30_000
+    let sessionId: string | undefined
+    while (sessionId === undefined) {
+      const page = await h.client.sessions.list({ agent: "ticker" })
+      sessionId = page.items.find((s) => s.initialTurn !== null)?.id
+      if (sessionId === undefined) {
+        assert.ok(Date.now() < deadline, "no Session of ticker within 30 s:\n" + h.logs().slice(-3000))
+        await new Promise((r) => setTimeout(r, 200))
+      }
+    }
+    const session = h.client.sessions.ref(sessionId)
+    const turns = await session.turns.list()
+    const first = turns.items.find((t) => t.sequence === 1) ?? turns.items[0]
+    assert.deepEqual(first.source, { kind: "schedule" })
+    assert.deepEqual(first.input, [{ type: "text", text: "tick" }])
+    const o = await session.turns.ref(first.id).wait()
+    assert.equal(o.status, "completed", JSON.stringify(o) + "\n" + h.logs().slice(-3000))
+    if (o.status === "completed" && o.payloadExpiredAt === undefined) assert.deepEqual(o.result, { text: "tick", source: "schedule" })
   })
 })
 

@@ -13,10 +13,12 @@ import { bundle } from "@helmr/sdk/testing"
 
 export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..")
 export const fixture = path.join(root, "test", "fixtures", "pkg")
+/** A package with one Agent fired every second by a cron trigger. */
+export const cronFixture = path.join(root, "test", "fixtures", "cron")
 
-/** Links the SDK into the fixture's node_modules, as npm would. */
-export function linkFixture(): void {
-  const link = path.join(fixture, "node_modules", "@helmr", "sdk")
+/** Links the SDK into a fixture's node_modules, as npm would. */
+export function linkFixture(dir = fixture): void {
+  const link = path.join(dir, "node_modules", "@helmr", "sdk")
   if (!fs.existsSync(link)) {
     fs.mkdirSync(path.dirname(link), { recursive: true })
     fs.symlinkSync(path.relative(path.dirname(link), root), link)

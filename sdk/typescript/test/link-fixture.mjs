@@ -5,8 +5,10 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
-const link = path.join(root, "test", "fixtures", "pkg", "node_modules", "@helmr", "sdk")
-if (!fs.existsSync(link)) {
-  fs.mkdirSync(path.dirname(link), { recursive: true })
-  fs.symlinkSync(path.relative(path.dirname(link), root), link)
+for (const pkg of ["pkg", "cron"]) {
+  const link = path.join(root, "test", "fixtures", pkg, "node_modules", "@helmr", "sdk")
+  if (!fs.existsSync(link)) {
+    fs.mkdirSync(path.dirname(link), { recursive: true })
+    fs.symlinkSync(path.relative(path.dirname(link), root), link)
+  }
 }

@@ -3,7 +3,7 @@
 import assert from "node:assert/strict"
 import { test } from "node:test"
 import { z } from "zod"
-import { agent, template, image, HelmrClient } from "@helmr/sdk"
+import { agent, actor, template, image, HelmrClient, triggers } from "@helmr/sdk"
 import type { AgentInput, AgentResult, InputContent, Turn, SessionRef, TurnRef, SessionCreateReceipt } from "@helmr/sdk"
 import type * as ClientTypes from "@helmr/sdk/client"
 
@@ -43,6 +43,42 @@ expect<Equal<AgentInput<typeof worker>, { issue: number }>>(true)
 expect<Equal<AgentResult<typeof worker>, { title: string }>>(true)
 expect<Equal<AgentInput<typeof chat>, InputContent>>(true)
 expect<Equal<AgentResult<typeof chat>, { n: number }>>(true)
+
+// Trigger inputs are typed as the Agent's client input.
+const issueSchema = z.object({ issue: z.number() }).transform((v) => ({ ...v, label: String(v.issue) }))
+export const nightly = agent({
+  id: "nightly",
+  template: host,
+  inputSchema: issueSchema,
+  triggers: [triggers.cron("nightly", "0 3 * * *", { timezone: "Europe/Paris", input: { issue: 1 } })],
+  async turn(turn) { return turn.input.label },
+})
+export const textTicker = agent({
+  id: "text-ticker",
+  template: host,
+  triggers: [
+    triggers.cron("hourly", "@hourly", { input: [{ type: "text", text: "tick" }], overlap: "allow" }),
+    triggers.cron("empty", "*/5 * * * * *"),
+  ],
+  async turn() { return null },
+})
+const standalone = triggers.cron("standalone", "@daily", { input: [{ type: "text", text: "x" }] })
+export const actorTicker = actor({ id: "actor-ticker", template: host, triggers: [standalone], async run() {} })
+// What the compiler refuses (also refused at run time, with TypeError).
+const refused = [
+  // @ts-expect-error: the input must be the Agent's client input (issue is a number)
+  () => agent({ id: "a", template: host, inputSchema: issueSchema, triggers: [triggers.cron("wrong", "0 4 * * *", { input: { issue: "1" } })], turn: async () => null }),
+  // @ts-expect-error: a text Agent's input is InputContent, not a string
+  () => agent({ id: "a", template: host, triggers: [triggers.cron("str", "@daily", { input: "tick" })], turn: async () => null }),
+  // @ts-expect-error: a text Agent's input is InputContent, not the schema Agent's input
+  () => agent({ id: "a", template: host, triggers: [triggers.cron("obj", "@daily", { input: { issue: 1 } })], turn: async () => null }),
+  // @ts-expect-error: overlap is "skip" or "allow"
+  () => agent({ id: "a", template: host, triggers: [triggers.cron("ov", "@daily", { overlap: "queue" })], turn: async () => null }),
+]
+
+test("trigger inputs the compiler refuses are refused at run time too", () => {
+  for (const f of refused) assert.throws(f, TypeError)
+})
 
 async function typedInvocation(client: HelmrClient) {
   const started = await client.sessions.create<typeof worker>({ agent: "worker", input: { issue: 42 } })

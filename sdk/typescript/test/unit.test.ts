@@ -5,7 +5,7 @@ import * as path from "node:path"
 import { test } from "node:test"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { z } from "zod"
-import { agent, actor, template, image, MessageRejected, HelmrError, isAgentDefinition } from "@helmr/sdk"
+import { agent, actor, template, image, MessageRejected, HelmrError, isAgentDefinition, triggers, isTrigger } from "@helmr/sdk"
 import type { StandardSchemaV1 } from "@helmr/sdk"
 import { buildManifest, collectAgents } from "@helmr/sdk/runtime"
 
@@ -89,6 +89,92 @@ test("manifest: sdk typescript, runtime node, input kinds, JSON Schemas from zod
   const other = template({ id: "host", image: image("host").from("busybox") })
   assert.throws(() => buildManifest([defs[0], agent({ id: "b", template: other, turn: noop })]), /two different templates/)
   assert.throws(() => buildManifest([agent({ id: "p", template: host, turn: noop, runtimeMcp: { allow: [{ operation: "spawn", agents: ["ghost"] }] } })]), /not an Agent of this manifest/)
+})
+
+test("triggers.cron: defaults, a frozen copy of the input; TypeError on a bad name, pattern, time zone, overlap, non-JSON input", () => {
+  const t = triggers.cron("nightly", "0 3 * * *")
+  assert.deepEqual({ ...t }, { kind: "cron", name: "nightly", pattern: "0 3 * * *", timezone: "UTC", overlap: "skip", input: undefined })
+  assert.ok(Object.isFrozen(t))
+  assert.ok(isTrigger(t))
+  assert.ok(!isTrigger({ ...t }))
+  const input = [{ type: "text" as const, text: "hi" }]
+  const c = triggers.cron("c", "@daily", { input, timezone: "Europe/Paris", overlap: "allow" })
+  input[0].text = "changed"
+  assert.deepEqual(c.input, [{ type: "text", text: "hi" }])
+  assert.ok(Object.isFrozen(c.input) && Object.isFrozen((c.input as unknown[])[0]))
+  for (const ok of ["* * * * *", "*/5 * * * * *", "0 9 * * MON-FRI", "0 0 1,15 JAN ?", " 0  3 * * * ", "@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly", "@every 1h30m"]) {
+    assert.equal(triggers.cron("ok", ok).pattern, ok)
+  }
+  for (const name of ["", "-x", "a b", "x".repeat(129), 7 as never]) {
+    assert.throws(() => triggers.cron(name, "@daily"), (e: unknown) => e instanceof TypeError && /name .* must match/.test((e as Error).message))
+  }
+  assert.equal(triggers.cron("a._-Z9" + "x".repeat(122), "@daily").name.length, 128)
+  const bad: Array<[unknown, RegExp]> = [
+    ["", /the pattern is empty/], ["   ", /the pattern is empty/], [undefined, /pattern must be a string/],
+    ["* * * *", /4 fields: want five/], ["0 0 * * * * *", /7 fields/], ["@often", /unknown descriptor/],
+    ["@every", /unknown descriptor/], ["@every soon", /unknown descriptor/], ["@daily ", /unknown descriptor/],
+    ["* * * * $", /field "\$" is not a cron field/], ["CRON_TZ=Europe/Paris * * * * *", /timezone option/], ["TZ=UTC 0 * * * *", /timezone option/],
+  ]
+  for (const [p, re] of bad) assert.throws(() => triggers.cron("t", p as string), (e: unknown) => e instanceof TypeError && re.test((e as Error).message) && (e as Error).message.startsWith('triggers.cron "t": '), String(p))
+  assert.throws(() => triggers.cron("t", "@daily", { timezone: "Mars/Olympus" }), /time zone "Mars\/Olympus": not an IANA time zone/)
+  assert.throws(() => triggers.cron("t", "@daily", { timezone: "" }), /time zone "": the time zone is empty/)
+  assert.throws(() => triggers.cron("t", "@daily", { timezone: "+01:00" }), /not an offset/)
+  assert.throws(() => triggers.cron("t", "@daily", { timezone: "europe/paris" }), /write it "Europe\/Paris"/)
+  assert.throws(() => triggers.cron("t", "@daily", { timezone: 1 as never }), /timezone must be a string/)
+  assert.equal(triggers.cron("t", "@daily", { timezone: "America/New_York" }).timezone, "America/New_York")
+  assert.throws(() => triggers.cron("t", "@daily", { overlap: "queue" as never }), /overlap "queue": want "skip" or "allow"/)
+  assert.throws(() => triggers.cron("t", "@daily", null as never), /options must be an object/)
+  assert.throws(() => triggers.cron("t", "@daily", { input: { n: NaN } as never }), /input\.n: NaN is not a finite number/)
+  assert.throws(() => triggers.cron("t", "@daily", { input: 1n as never }), TypeError)
+})
+
+test("agent() triggers: checked against the input contract, names unique; the manifest carries them", async () => {
+  const at = (e: unknown, re: RegExp) => e instanceof TypeError && re.test((e as Error).message)
+  const text = agent({ id: "ticker", template: host, turn: noop, triggers: [
+    triggers.cron("every-second", "* * * * * *"),
+    triggers.cron("morning", "0 9 * * 1-5", { timezone: "Europe/Paris", input: [{ type: "text", text: "good morning" }], overlap: "allow" }),
+  ] })
+  assert.ok(Object.isFrozen(text.triggers))
+  const typed = agent({ id: "digest", template: host, inputSchema: z.object({ topic: z.string() }).transform((v) => v.topic.length), turn: noop,
+    triggers: [triggers.cron("hourly", "@hourly", { input: { topic: "builds" } })] })
+  const act = actor({ id: "act", template: host, async run() {}, triggers: [triggers.cron("daily", "@daily", { input: [] })] })
+  const m = buildManifest([text, typed, act, agent({ id: "none", template: host, turn: noop, triggers: [] })])
+  assert.deepEqual(m.agents[0].triggers, [
+    { name: "every-second", kind: "cron", pattern: "* * * * * *", timezone: "UTC", input: [], overlap: "skip" },
+    { name: "morning", kind: "cron", pattern: "0 9 * * 1-5", timezone: "Europe/Paris", input: [{ type: "text", text: "good morning" }], overlap: "allow" },
+  ])
+  // The client input goes in the manifest, not the schema's output: the runtime validates it at each fire.
+  assert.deepEqual(m.agents[1].triggers, [{ name: "hourly", kind: "cron", pattern: "@hourly", timezone: "UTC", input: { topic: "builds" }, overlap: "skip" }])
+  assert.deepEqual(m.agents[2].triggers, [{ name: "daily", kind: "cron", pattern: "@daily", timezone: "UTC", input: [], overlap: "skip" }])
+  assert.equal("triggers" in m.agents[3], false)
+  assert.deepEqual(Object.keys((m.agents[0].triggers as object[])[0]), ["name", "kind", "pattern", "timezone", "input", "overlap"])
+  assert.deepEqual(JSON.parse(JSON.stringify(m)).agents[0].triggers, m.agents[0].triggers)
+
+  const d = triggers.cron("dup", "@daily")
+  assert.throws(() => agent({ id: "a", template: host, turn: noop, triggers: [d, triggers.cron("dup", "@hourly")] }), (e: unknown) => at(e, /^agent "a": trigger "dup" is declared twice$/))
+  assert.throws(() => agent({ id: "a", template: host, turn: noop, triggers: d as never }), (e: unknown) => at(e, /triggers must be an array/))
+  assert.throws(() => agent({ id: "a", template: host, turn: noop, triggers: [{ ...d }] as never }), (e: unknown) => at(e, /triggers\[0\] must be a triggers.cron/))
+  // A text Agent takes InputContent only.
+  for (const input of ["hi", [{ type: "json", value: 1 }], [{ type: "text", text: "x", extra: 1 }], { text: "x" }, null, Array.from({ length: 65 }, () => ({ type: "text", text: "" }))]) {
+    assert.throws(() => agent({ id: "a", template: host, turn: noop, triggers: [triggers.cron("t", "@daily", { input: input as never })] }),
+      (e: unknown) => at(e, /^agent "a": trigger "t": a text Agent's input is InputContent/), JSON.stringify(input))
+  }
+  assert.throws(() => actor({ id: "a", template: host, async run() {}, triggers: [triggers.cron("t", "@daily", { input: "hi" as never })] }), (e: unknown) => at(e, /^actor "a": trigger "t": a text Agent/))
+  assert.throws(() => agent({ id: "a", template: host, turn: noop, triggers: [triggers.cron("big", "@daily", { input: [{ type: "text", text: "x".repeat(300 << 10) }] })] }), (e: unknown) => at(e, /input is \d+ bytes of JSON; the limit is 262144/))
+  // A schema Agent: its inputSchema checks the input when it validates synchronously.
+  const schema = z.object({ topic: z.string() })
+  assert.throws(() => agent({ id: "a", template: host, inputSchema: schema, turn: noop, triggers: [triggers.cron("t", "@daily", { input: { topic: 1 } as never })] }),
+    (e: unknown) => at(e, /^agent "a": trigger "t": input does not match the Agent's inputSchema: topic: /))
+  assert.throws(() => agent({ id: "a", template: host, inputSchema: schema, turn: noop, triggers: [triggers.cron("t", "@daily")] }), (e: unknown) => at(e, /does not match the Agent's inputSchema/))
+  const nullable = agent({ id: "n", template: host, inputSchema: z.null(), turn: noop, triggers: [triggers.cron("t", "@daily")] })
+  assert.deepEqual(nullable.triggers?.[0].input, null)
+  // An async validator is not awaited (each fire validates the input); no unhandled rejection.
+  const async = agent({ id: "async", template: host, inputSchema: schema.refine(async (v) => v.topic !== "no"), turn: noop,
+    triggers: [triggers.cron("t", "@daily", { input: { topic: "no" } })] })
+  assert.deepEqual(async.triggers?.[0].input, { topic: "no" })
+  const custom: StandardSchemaV1<unknown, unknown> = { "~standard": { version: 1, vendor: "custom", validate: () => { throw new Error("boom") } } }
+  assert.throws(() => agent({ id: "a", template: host, inputSchema: custom, turn: noop, triggers: [triggers.cron("t", "@daily", { input: 1 })] }), (e: unknown) => at(e, /inputSchema threw on the input: boom/))
+  await new Promise((r) => setTimeout(r, 10))
 })
 
 test("collectAgents takes every exported definition once", () => {
