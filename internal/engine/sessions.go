@@ -163,6 +163,7 @@ func (e *Engine) createSession(ctx context.Context, req helmrtype.SessionCreateR
 				out.Turn = &ts
 			}
 			out.Session = sessionView(s, out.Turn)
+			e.armIdleClose(s)
 			return out, nil
 		})
 		if err != nil {

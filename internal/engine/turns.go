@@ -408,6 +408,13 @@ func (e *Engine) settleTx(ctx context.Context, tx store.Tx, t *store.Turn, st Se
 			return nil, false, err
 		}
 		closed, err := e.closeIfDrainedTx(ctx, tx, t.SessionID, now)
+		if err == nil && !closed {
+			s, err := e.getSessionTx(ctx, tx, t.SessionID)
+			if err != nil {
+				return nil, false, err
+			}
+			e.armIdleClose(s)
+		}
 		return nil, closed, err
 	}
 	if err != nil {

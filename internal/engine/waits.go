@@ -343,8 +343,9 @@ func (e *Engine) OpenWaitsOf(ctx context.Context, sessionID string) ([]store.Wai
 }
 
 // scheduleRecovered arms the deadlines of open waits (of one Session, or
-// of all for "") and Token expiries kept in the store: at start, and when
-// a node takes a Session over. Arming one again replaces it.
+// of all for "") and Token expiries kept in the store, and (for "") the
+// idle closes of idle Sessions: at start, and when a node takes a Session
+// over. Arming one again replaces it.
 func (e *Engine) scheduleRecovered(ctx context.Context, tx store.Tx, sessionID string) error {
 	ws, err := tx.OpenWaits(ctx, sessionID)
 	if err != nil {
@@ -364,7 +365,10 @@ func (e *Engine) scheduleRecovered(ctx context.Context, tx store.Tx, sessionID s
 		id := t.ID
 		e.sched.at(*t.ExpiresAt, "token:"+id, func() { e.expireToken(id) })
 	}
-	return nil
+	if sessionID != "" {
+		return nil
+	}
+	return idleSessionsTx(ctx, tx, func(s *store.Session, _ time.Time) { e.armIdleClose(s) })
 }
 
 // CancelWait withdraws an open wait its process no longer blocks on (its
