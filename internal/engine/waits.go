@@ -54,6 +54,15 @@ func (e *Engine) StartWait(ctx context.Context, sessionID, turnID string, op int
 			return nil, invalid("timeout %q: want a positive duration such as 30s or 15m", req.Timeout)
 		}
 	}
+	var schema json.RawMessage
+	if len(req.Schema) > 0 {
+		if req.Kind != helmrtype.WaitToken {
+			return nil, invalid("a schema is for token waits, not %s", req.Kind)
+		}
+		if schema, err = tokenSchema(req.Schema); err != nil {
+			return nil, err
+		}
+	}
 	var out *helmrtype.WaitOutcome
 	var w *store.Wait
 	err = e.store.Update(ctx, func(tx store.Tx) error {
@@ -99,6 +108,13 @@ func (e *Engine) StartWait(ctx context.Context, sessionID, turnID string, op int
 			}
 			if err != nil {
 				return err
+			}
+			if schema != nil && tok.Status == helmrtype.TokenPending {
+				// The Token refuses completions its waiter would refuse.
+				tok.Schema = schema
+				if err := tx.UpdateToken(ctx, tok); err != nil {
+					return err
+				}
 			}
 			out = tokenOutcome(tok)
 		case helmrtype.WaitAsk:
