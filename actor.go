@@ -89,6 +89,13 @@ func (s *ActorSession[I, R]) Receive(ctx context.Context) (*ActorTurn[I, R], err
 	case <-s.stopping:
 		return nil, nil
 	case <-ctx.Done():
+		// Run's ctx is the process's, so a stop closes both channels and
+		// select may pick either: a stop is still a normal end.
+		select {
+		case <-s.stopping:
+			return nil, nil
+		default:
+		}
 		return nil, context.Cause(ctx)
 	}
 }

@@ -31,6 +31,9 @@ const (
 	MaxTokenTagBytes = 128
 	// MaxTokenMetadataBytes bounds a token's metadata, as JSON.
 	MaxTokenMetadataBytes = 64 << 10
+	// MaxTokenSchemaBytes bounds the JSON Schema a Token wait gives its
+	// completion.
+	MaxTokenSchemaBytes = 64 << 10
 	// MaxTokenDataBytes bounds a token's completion data, as compact JSON.
 	MaxTokenDataBytes = 256 << 10
 	// MaxIdempotencyKeyBytes bounds an idempotency key.

@@ -65,4 +65,8 @@ type WaitStart struct {
 	// IdleTimeout is how long the process stays hot before the wait may be
 	// suspended (a Duration, 1ms–1h; default 30s).
 	IdleTimeout string `json:"idle_timeout,omitempty"`
+	// Schema, on a Token wait, is the JSON Schema its completion must
+	// satisfy (at most MaxTokenSchemaBytes): the Token keeps it and the
+	// control plane refuses other data, the Token staying pending.
+	Schema json.RawMessage `json:"schema,omitempty"`
 }

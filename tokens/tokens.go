@@ -60,6 +60,11 @@ type WaitOptions struct {
 	// Schema, when set, validates the completion; a value that does not
 	// validate is an error with code result_invalid.
 	Schema func(json.RawMessage) error
+	// JSONSchema is the JSON Schema of the completion, when the validator
+	// has one (a helmr.Validator's JSONSchema()). The Token carries it: the
+	// control plane refuses a completion that does not satisfy it (400
+	// input_invalid) and the Token stays pending for a correct one.
+	JSONSchema json.RawMessage
 }
 
 // Wait waits until the Token is completed and returns its data. A
@@ -71,7 +76,8 @@ func (t *Token) Wait(ctx context.Context, o WaitOptions) (json.RawMessage, error
 	if rt == nil {
 		return nil, helmrtype.Errorf(helmrtype.CodeInvalidRequest, "tokens: ctx is not a running turn's context")
 	}
-	out, err := rt.Wait(ctx, helmrtype.WaitStart{Kind: helmrtype.WaitToken, TargetID: t.ID, Timeout: o.Timeout, IdleTimeout: o.IdleTimeout})
+	out, err := rt.Wait(ctx, helmrtype.WaitStart{Kind: helmrtype.WaitToken, TargetID: t.ID, Timeout: o.Timeout, IdleTimeout: o.IdleTimeout,
+		Schema: o.JSONSchema})
 	if err != nil {
 		return nil, err
 	}

@@ -126,7 +126,8 @@ type ControlPlane struct {
 
 // Housekeeping intervals: the disk's free space is checked every
 // checkInterval, idle Sessions against their closeAfterIdle every
-// sweepInterval.
+// sweepInterval (a backstop: each idle Session's own timer closes it on
+// time, and the sweep finds those whose timer ran on a node that stopped).
 const (
 	checkInterval = 5 * time.Second
 	sweepInterval = 30 * time.Second

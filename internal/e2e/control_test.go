@@ -181,6 +181,10 @@ func TestBadRequests(t *testing.T) {
 		{"GET", "/v1/sessions?limit=1000", ``, helmrtype.CodeInvalidRequest, 400},
 		{"GET", "/v1/sessions?limit=0", ``, helmrtype.CodeInvalidRequest, 400},
 		{"GET", "/v1/sessions?limit=x", ``, helmrtype.CodeInvalidRequest, 400},
+		{"GET", "/v1/sessions?key=k", ``, helmrtype.CodeInvalidRequest, 400},
+		{"GET", "/v1/sessions?agent=echo&key=k&limit=10", ``, helmrtype.CodeInvalidRequest, 400},
+		{"GET", "/v1/sessions?agent=echo&key=k&cursor=x", ``, helmrtype.CodeInvalidRequest, 400},
+		{"GET", "/v1/sessions?agent=echo&key=k&status=open", ``, helmrtype.CodeInvalidRequest, 400},
 		{"GET", "/v1/agents/nope", ``, helmrtype.CodeNotFound, 404},
 		{"GET", "/v1/nothing", ``, helmrtype.CodeNotFound, 404},
 	} {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/store/pgstore/pgtest"
@@ -233,5 +234,120 @@ func TestCoreOnPostgreSQL(t *testing.T) {
 			t.Fatalf("timeline sequence %d after %d", e.Sequence, seq)
 		}
 		seq = e.Sequence
+	}
+}
+
+// killAll ends the control plane s with SIGKILL, then every session
+// process under data (each sandbox's whole tree), and waits until they are
+// gone.
+func killAll(t *testing.T, s *server, data string) {
+	t.Helper()
+	s.kill()
+	for _, p := range agentPIDs(filepath.Join(data, "deployments")) {
+		if n, err := strconv.Atoi(p); err == nil {
+			syscall.Kill(-n, syscall.SIGKILL)
+			syscall.Kill(n, syscall.SIGKILL)
+			waitGone(t, n)
+		}
+	}
+}
+
+// resumeHoldOf resumes the Session's one hold of kind on the server s.
+func resumeHoldOf(t *testing.T, s *server, sid, kind string) {
+	t.Helper()
+	var sess helmrtype.Session
+	if err := apiCall(s.url, s.key, "GET", "/v1/sessions/"+sid, nil, &sess); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range sess.Holds {
+		if h.Kind == kind && h.ID != nil {
+			if err := apiCall(s.url, s.key, "POST", "/v1/sessions/"+sid+"/resume", map[string]any{"hold_id": *h.ID}, nil); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	t.Fatalf("no %s hold on session %s: %+v", kind, sid, sess.Holds)
+}
+
+// kill -9 of helmr server and its session process while a Turn runs, a
+// restart on the same data: the Turn is lost (recovery_gap), and the
+// process that the resume starts is reconstructed, every time — as after a
+// plain process crash.
+func TestControlPlaneCrashReconstructs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs helmr server")
+	}
+	data := t.TempDir()
+	s := startServer(t, data, "server", "--log-level", "warn")
+	if out, errOut, code := s.cli(t, "deploy", "testdata/agents"); code != 0 {
+		t.Fatalf("deploy: %d %s %s", code, out, errOut)
+	}
+	for round := range 4 {
+		var r helmrtype.SessionCreateReceipt
+		if err := apiCall(s.url, s.key, "POST", "/v1/sessions", helmrtype.SessionCreateRequest{Agent: "echo", Input: text("sleep 1h")}, &r); err != nil {
+			t.Fatal(err)
+		}
+		sid := r.Session.ID
+		var rec helmrtype.TurnState
+		if err := apiCall(s.url, s.key, "POST", "/v1/sessions/"+sid+"/turns", helmrtype.EnqueueRequest{Input: text("recovery")}, &rec); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the first turn runs", func() bool { return eventWith(t, s, sid, "turn.running", "") })
+		killAll(t, s, data)
+		s = startServer(t, data, "server", "--log-level", "warn")
+		if o := waitTurn(t, s, sid, r.Turn.ID); o.Status != "interrupted" || o.Error == nil || o.Error.Code != helmrtype.CodeExecutionLost {
+			t.Fatalf("round %d: the running turn after the crash: %+v", round, o)
+		}
+		resumeHoldOf(t, s, sid, helmrtype.HoldRecoveryGap)
+		o := waitTurn(t, s, sid, rec.ID)
+		var rv struct{ Kind, Reason string }
+		json.Unmarshal(o.Result, &rv)
+		if o.Status != "completed" || rv.Kind != "reconstructed" || !strings.Contains(rv.Reason, "recovery_gap") {
+			t.Fatalf("round %d: recovery after the resume: %+v %s\n%s", round, o, o.Result, s.output())
+		}
+	}
+}
+
+// kill -9 of helmr server while a new Session's process is still starting:
+// its first Turn never ran, so nothing is held and it runs after the
+// restart without a resume.
+func TestControlPlaneCrashWhileProcessStarts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs helmr server")
+	}
+	data := t.TempDir()
+	s := startServer(t, data, "server", "--log-level", "warn")
+	if out, errOut, code := s.cli(t, "deploy", "testdata/agents"); code != 0 {
+		t.Fatalf("deploy: %d %s %s", code, out, errOut)
+	}
+	deployments := filepath.Join(data, "deployments")
+	for round, delay := range []time.Duration{0, 20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond} {
+		before := agentPIDs(deployments)
+		var r helmrtype.SessionCreateReceipt
+		if err := apiCall(s.url, s.key, "POST", "/v1/sessions", helmrtype.SessionCreateRequest{Agent: "echo", Input: text("first")}, &r); err != nil {
+			t.Fatal(err)
+		}
+		sid := r.Session.ID
+		var next helmrtype.TurnState
+		if err := apiCall(s.url, s.key, "POST", "/v1/sessions/"+sid+"/turns", helmrtype.EnqueueRequest{Input: text("second")}, &next); err != nil {
+			t.Fatal(err)
+		}
+		// Its process is launched and starting: the control plane dies
+		// before (or soon after) it connects.
+		waitFor(t, "the new session process", func() bool { return len(agentPIDs(deployments)) > len(before) })
+		time.Sleep(delay)
+		s.kill()
+		s = startServer(t, data, "server", "--log-level", "warn")
+		for _, id := range []string{r.Turn.ID, next.ID} {
+			o := waitTurnWithin(t, s, sid, id, 60*time.Second)
+			if o.Status != "completed" {
+				t.Fatalf("round %d: turn %s after the crash: %+v %+v\n%s", round, id, o, o.Error, s.output())
+			}
+		}
+		var sess helmrtype.Session
+		if err := apiCall(s.url, s.key, "GET", "/v1/sessions/"+sid, nil, &sess); err != nil || len(sess.Holds) != 0 {
+			t.Fatalf("round %d: holds after the crash: %+v %v", round, sess.Holds, err)
+		}
 	}
 }

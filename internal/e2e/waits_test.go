@@ -206,6 +206,38 @@ func TestTokenCompletedWithPublicCredential(t *testing.T) {
 	}
 }
 
+// A Token whose wait has a JSON Schema refuses a completion that does not
+// satisfy it (400 input_invalid) and stays pending; the correct completion
+// then completes it and the Turn.
+func TestTokenRefusesDataAgainstItsWaitsSchema(t *testing.T) {
+	p := startPlane(t, "")
+	r := p.create("waiter", text("tokenschema"))
+	sid := r.Session.ID
+	ti := tokenOf(t, p, sid)
+	p.waitEvent(sid, helmrtype.EventWaitStarted)
+	for _, bad := range []any{"yes", map[string]any{"approved": "yes", "by": "u-1"}, map[string]any{"approved": true}} {
+		err := p.callAs(ti.Secret, "POST", "/v1/tokens/"+ti.Token+"/complete", map[string]any{"data": bad}, nil)
+		var he *helmrtype.Error
+		if !errors.As(err, &he) || he.Code != helmrtype.CodeInputInvalid || he.Status != 400 {
+			t.Fatalf("completion with %v: %v, want 400 input_invalid", bad, err)
+		}
+	}
+	var st helmrtype.TokenState
+	p.must("GET", "/v1/tokens/"+ti.Token, nil, &st)
+	if st.Status != helmrtype.TokenPending || st.Data != nil {
+		t.Fatalf("token after refused completions: %+v", st)
+	}
+	var c helmrtype.TokenCompletion
+	if err := p.callAs(ti.Secret, "POST", "/v1/tokens/"+ti.Token+"/complete", map[string]any{"data": map[string]any{"approved": true, "by": "u-1"}}, &c); err != nil || c.Status != "completed" {
+		t.Fatalf("correct completion: %+v %v", c, err)
+	}
+	o := p.wait(sid, r.Turn.ID)
+	res := result(t, o)
+	if o.Status != helmrtype.TurnCompleted || res.Error != "" || string(res.Value) != `{"approved":true,"by":"u-1"}` {
+		t.Fatalf("waiter: %+v %+v", o, res)
+	}
+}
+
 func TestTokenExpiryAndWaiterTimeout(t *testing.T) {
 	p := startPlane(t, "")
 	expiring := p.create("waiter", text("token 300ms 1h"))

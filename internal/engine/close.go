@@ -252,31 +252,18 @@ func (e *Engine) CancelSession(ctx context.Context, sessionID string, req helmrt
 
 // SweepIdle closes every open Session that has been idle (no queued or
 // running Turn) for its closeAfterIdle, by the engine's clock, and returns
-// how many it closed. The control plane runs it periodically; with an
-// injected clock tests run it after moving the clock.
+// how many it closed. Each idle Session's own timer closes it on time; the
+// control plane sweeps now and then for Sessions whose timer ran on a node
+// that stopped, and tests with an injected clock sweep after moving it.
 func (e *Engine) SweepIdle(ctx context.Context) (int, error) {
 	now := e.Now()
 	var due []string
 	err := e.store.View(ctx, func(tx store.Tx) error {
-		for after := ""; ; {
-			page, err := tx.ListSessions(ctx, store.SessionFilter{Statuses: []string{helmrtype.SessionOpen}, AfterID: after, Limit: 100})
-			if err != nil {
-				return err
+		return idleSessionsTx(ctx, tx, func(s *store.Session, at time.Time) {
+			if !now.Before(at) {
+				due = append(due, s.ID)
 			}
-			for _, s := range page {
-				after = s.ID
-				if s.IdleSince == nil {
-					continue
-				}
-				d, never, err := helmrtype.ParseRetention(s.CloseAfterIdle)
-				if err == nil && !never && !now.Before(s.IdleSince.Add(d)) {
-					due = append(due, s.ID)
-				}
-			}
-			if len(page) < 100 {
-				return nil
-			}
-		}
+		})
 	})
 	if err != nil {
 		return 0, err
@@ -294,6 +281,58 @@ func (e *Engine) SweepIdle(ctx context.Context) (int, error) {
 	return n, nil
 }
 
+// idleSessionsTx calls fn with every open idle Session that closes after
+// idling and the moment its closeAfterIdle runs out.
+func idleSessionsTx(ctx context.Context, tx store.Tx, fn func(s *store.Session, closeAt time.Time)) error {
+	for after := ""; ; {
+		page, err := tx.ListSessions(ctx, store.SessionFilter{Statuses: []string{helmrtype.SessionOpen}, AfterID: after, Limit: 100})
+		if err != nil {
+			return err
+		}
+		for i := range page {
+			s := &page[i]
+			after = s.ID
+			if at, ok := idleCloseAt(s); ok {
+				fn(s, at)
+			}
+		}
+		if len(page) < 100 {
+			return nil
+		}
+	}
+}
+
+// idleCloseAt is when an idle Session's closeAfterIdle runs out (false
+// when it is busy or never closes after idling).
+func idleCloseAt(s *store.Session) (time.Time, bool) {
+	if s.IdleSince == nil {
+		return time.Time{}, false
+	}
+	d, never, err := helmrtype.ParseRetention(s.CloseAfterIdle)
+	if err != nil || never {
+		return time.Time{}, false
+	}
+	return s.IdleSince.Add(d), true
+}
+
+// armIdleClose arms the timer that closes s when its closeAfterIdle runs
+// out, replacing the one of an earlier idle period. Like a wait's deadline
+// it is kept in the store (idle_since) and armed again at start; what it
+// runs checks the store again, so a Session that got work meanwhile stays.
+func (e *Engine) armIdleClose(s *store.Session) {
+	at, ok := idleCloseAt(s)
+	if !ok {
+		return
+	}
+	id := s.ID
+	e.sched.at(at, "idle:"+id, func() {
+		ctx := context.Background()
+		if _, err := e.closeIdle(ctx, id, e.Now()); err != nil {
+			e.log.Error("close idle session", "session", id, "err", err)
+		}
+	})
+}
+
 // closeIdle closes one Session that is still open and idle past its
 // closeAfterIdle (checked again in the transaction).
 func (e *Engine) closeIdle(ctx context.Context, sessionID string, now time.Time) (bool, error) {
@@ -304,8 +343,13 @@ func (e *Engine) closeIdle(ctx context.Context, sessionID string, now time.Time)
 		if err != nil || s.Status != helmrtype.SessionOpen || s.IdleSince == nil {
 			return err
 		}
-		d, never, err := helmrtype.ParseRetention(s.CloseAfterIdle)
-		if err != nil || never || now.Before(s.IdleSince.Add(d)) {
+		at, ok := idleCloseAt(s)
+		if !ok {
+			return nil
+		}
+		if now.Before(at) {
+			// Early (clock skew between timer and clock): try again.
+			defer e.armIdleClose(s)
 			return nil
 		}
 		s.Status = helmrtype.SessionClosing

@@ -163,6 +163,7 @@ func (e *Engine) createSession(ctx context.Context, req helmrtype.SessionCreateR
 				out.Turn = &ts
 			}
 			out.Session = sessionView(s, out.Turn)
+			e.armIdleClose(s)
 			return out, nil
 		})
 		if err != nil {
@@ -391,8 +392,8 @@ func (e *Engine) ListSessions(ctx context.Context, q SessionQuery) (*helmrtype.S
 	if q.Key != "" && q.Agent == "" {
 		return nil, invalid("key lookup needs agent")
 	}
-	if q.Key != "" && (q.Cursor != "" || q.ParentSessionID != "" || q.RequesterSessionID != "" || len(q.Statuses) > 0) {
-		return nil, invalid("an exact key lookup takes only agent and key")
+	if q.Key != "" && (q.Cursor != "" || q.Limit != 0 || q.ParentSessionID != "" || q.RequesterSessionID != "" || len(q.Statuses) > 0) {
+		return nil, invalid("an exact key lookup takes only agent and key, no other filter or pagination")
 	}
 	for _, s := range q.Statuses {
 		if s != helmrtype.SessionOpen && s != helmrtype.SessionClosing && s != helmrtype.SessionClosed {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/store"
 )
@@ -162,7 +163,9 @@ func (e *Engine) TokenSecretValid(ctx context.Context, id, secret string) bool {
 
 // CompleteToken completes a pending Token with data. Completing it again
 // with the same canonical data answers already_completed; other data is a
-// token_completion_conflict and never overwrites.
+// token_completion_conflict and never overwrites. Data that does not
+// satisfy the schema of the Token's wait is input_invalid, and the Token
+// stays pending.
 func (e *Engine) CompleteToken(ctx context.Context, id string, data json.RawMessage) (*helmrtype.TokenCompletion, error) {
 	if len(data) == 0 {
 		data = json.RawMessage("null")
@@ -193,6 +196,9 @@ func (e *Engine) CompleteToken(ctx context.Context, id string, data json.RawMess
 			return helmrtype.Errorf(helmrtype.CodeTokenCancelled, "token %s was cancelled", id)
 		case helmrtype.TokenExpired:
 			return helmrtype.Errorf(helmrtype.CodeTokenExpired, "token %s expired", id)
+		}
+		if err := checkTokenData(t, data); err != nil {
+			return err
 		}
 		now := e.Now()
 		t.Status, t.Data, t.ResolvedAt = helmrtype.TokenCompleted, data, &now
@@ -279,4 +285,51 @@ func sameData(a, b []byte) bool {
 // constant time.
 func secretMatches(secret, hash string) bool {
 	return subtle.ConstantTimeCompare([]byte(HashSecret(secret)), []byte(hash)) == 1
+}
+
+// tokenSchema checks the JSON Schema a Token wait gives its completion and
+// returns it compact: invalid_request when it is too big or does not
+// compile.
+func tokenSchema(raw json.RawMessage) (json.RawMessage, error) {
+	if len(raw) > helmrtype.MaxTokenSchemaBytes {
+		return nil, helmrtype.Errorf(helmrtype.CodeLimitExceeded, "the wait's schema is %d bytes; the limit is %d", len(raw), helmrtype.MaxTokenSchemaBytes)
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, invalid("the wait's schema is not JSON: %v", err)
+	}
+	if _, err := resolveSchema(buf.Bytes()); err != nil {
+		return nil, invalid("the wait's schema: %v", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func resolveSchema(raw json.RawMessage) (*jsonschema.Resolved, error) {
+	var s jsonschema.Schema
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, err
+	}
+	return s.Resolve(nil)
+}
+
+// checkTokenData validates a completion against the Token's schema, if it
+// has one: input_invalid when it does not satisfy it.
+func checkTokenData(t *store.Token, data json.RawMessage) error {
+	if len(t.Schema) == 0 {
+		return nil
+	}
+	r, err := resolveSchema(t.Schema)
+	if err != nil {
+		return err // checked when the wait started
+	}
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		return invalid("token data: %v", err)
+	}
+	if err := r.Validate(v); err != nil {
+		return &helmrtype.Error{Code: helmrtype.CodeInputInvalid,
+			Message: "token " + t.ID + ": the data does not satisfy the schema of its wait; the token stays pending: " + err.Error(),
+			Details: map[string]any{"schema": t.Schema}}
+	}
+	return nil
 }

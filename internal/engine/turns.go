@@ -408,6 +408,13 @@ func (e *Engine) settleTx(ctx context.Context, tx store.Tx, t *store.Turn, st Se
 			return nil, false, err
 		}
 		closed, err := e.closeIfDrainedTx(ctx, tx, t.SessionID, now)
+		if err == nil && !closed {
+			s, err := e.getSessionTx(ctx, tx, t.SessionID)
+			if err != nil {
+				return nil, false, err
+			}
+			e.armIdleClose(s)
+		}
 		return nil, closed, err
 	}
 	if err != nil {
@@ -434,7 +441,9 @@ func (e *Engine) loseTurnTx(ctx context.Context, tx store.Tx, t *store.Turn, why
 // FailRunningTurn settles the Session's running Turn, if any, when its
 // process is gone, and records the process's end. status is failed, or
 // interrupted for a Turn whose cancellation did not drain. With hold (a
-// hold kind) the same transaction places that hold on the Session.
+// hold kind) the same transaction places that hold on the Session; a
+// recovery_gap hold only when a Turn was running (a Turn that never
+// started lost nothing).
 func (e *Engine) FailRunningTurn(ctx context.Context, sessionID, status string, code helmrtype.Code, message, hold string) error {
 	var settled *helmrtype.TurnState
 	err := e.store.Update(ctx, func(tx store.Tx) error {
@@ -446,6 +455,16 @@ func (e *Engine) FailRunningTurn(ctx context.Context, sessionID, status string, 
 		}
 		now := e.Now()
 		data := map[string]any{"error": helmrtype.TurnError{Code: code, Message: message}}
+		t, err := tx.ActiveTurn(ctx, sessionID)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && t.Status != helmrtype.TurnRunning) {
+			t, err = nil, nil
+		}
+		if err != nil {
+			return err
+		}
+		if hold == helmrtype.HoldRecoveryGap && t == nil {
+			hold = ""
+		}
 		if hold != "" {
 			h, err := e.placeHoldTx(ctx, tx, sessionID, hold, message, now)
 			if err != nil {
@@ -456,12 +475,8 @@ func (e *Engine) FailRunningTurn(ctx context.Context, sessionID, status string, 
 		if _, err := e.appendEvent(ctx, tx, sessionID, "", helmrtype.EventProcessFailed, data, now); err != nil {
 			return err
 		}
-		t, err := tx.ActiveTurn(ctx, sessionID)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && t.Status != helmrtype.TurnRunning) {
+		if t == nil {
 			return nil
-		}
-		if err != nil {
-			return err
 		}
 		_, _, err = e.settleTx(ctx, tx, t, Settlement{Status: status, Error: &helmrtype.TurnError{Code: code, Message: message}})
 		ts := turnState(t)

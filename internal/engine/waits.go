@@ -54,6 +54,15 @@ func (e *Engine) StartWait(ctx context.Context, sessionID, turnID string, op int
 			return nil, invalid("timeout %q: want a positive duration such as 30s or 15m", req.Timeout)
 		}
 	}
+	var schema json.RawMessage
+	if len(req.Schema) > 0 {
+		if req.Kind != helmrtype.WaitToken {
+			return nil, invalid("a schema is for token waits, not %s", req.Kind)
+		}
+		if schema, err = tokenSchema(req.Schema); err != nil {
+			return nil, err
+		}
+	}
 	var out *helmrtype.WaitOutcome
 	var w *store.Wait
 	err = e.store.Update(ctx, func(tx store.Tx) error {
@@ -99,6 +108,13 @@ func (e *Engine) StartWait(ctx context.Context, sessionID, turnID string, op int
 			}
 			if err != nil {
 				return err
+			}
+			if schema != nil && tok.Status == helmrtype.TokenPending {
+				// The Token refuses completions its waiter would refuse.
+				tok.Schema = schema
+				if err := tx.UpdateToken(ctx, tok); err != nil {
+					return err
+				}
 			}
 			out = tokenOutcome(tok)
 		case helmrtype.WaitAsk:
@@ -343,8 +359,9 @@ func (e *Engine) OpenWaitsOf(ctx context.Context, sessionID string) ([]store.Wai
 }
 
 // scheduleRecovered arms the deadlines of open waits (of one Session, or
-// of all for "") and Token expiries kept in the store: at start, and when
-// a node takes a Session over. Arming one again replaces it.
+// of all for "") and Token expiries kept in the store, and (for "") the
+// idle closes of idle Sessions: at start, and when a node takes a Session
+// over. Arming one again replaces it.
 func (e *Engine) scheduleRecovered(ctx context.Context, tx store.Tx, sessionID string) error {
 	ws, err := tx.OpenWaits(ctx, sessionID)
 	if err != nil {
@@ -364,7 +381,10 @@ func (e *Engine) scheduleRecovered(ctx context.Context, tx store.Tx, sessionID s
 		id := t.ID
 		e.sched.at(*t.ExpiresAt, "token:"+id, func() { e.expireToken(id) })
 	}
-	return nil
+	if sessionID != "" {
+		return nil
+	}
+	return idleSessionsTx(ctx, tx, func(s *store.Session, _ time.Time) { e.armIdleClose(s) })
 }
 
 // CancelWait withdraws an open wait its process no longer blocks on (its

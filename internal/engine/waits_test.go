@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -131,4 +132,36 @@ func TestWaitEndsOnce(t *testing.T) {
 		}
 	}
 	e.Close()
+}
+
+// A Token wait's schema must be a JSON Schema and is for Token waits only.
+func TestTokenWaitSchemaIsChecked(t *testing.T) {
+	e := newEngine(t)
+	ctx := context.Background()
+	sid, tid := running(t, e)
+	tok, err := e.CreateToken(ctx, sid, tid, 1, engine.NewID(), secret(), helmrtype.TokenCreate{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	until := time.Now().Add(time.Hour)
+	for i, w := range []helmrtype.WaitStart{
+		{Kind: helmrtype.WaitToken, TargetID: tok.ID, Schema: json.RawMessage(`{"type":5}`)},
+		{Kind: helmrtype.WaitToken, TargetID: tok.ID, Schema: json.RawMessage(`{"type":`)},
+		{Kind: helmrtype.WaitTimer, Until: &until, Schema: json.RawMessage(`{"type":"string"}`)},
+	} {
+		w.ID = engine.NewID()
+		if _, err := e.StartWait(ctx, sid, tid, int64(2+i), w); !errors.Is(err, helmrtype.CodeInvalidRequest) {
+			t.Errorf("wait %d with schema %s: %v, want invalid_request", i, w.Schema, err)
+		}
+	}
+	if _, err := e.StartWait(ctx, sid, tid, 5, helmrtype.WaitStart{ID: engine.NewID(), Kind: helmrtype.WaitToken, TargetID: tok.ID,
+		Schema: json.RawMessage(`{"type": "string"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.CompleteToken(ctx, tok.ID, []byte(`1`)); !errors.Is(err, helmrtype.CodeInputInvalid) {
+		t.Fatalf("completion against the schema: %v", err)
+	}
+	if c, err := e.CompleteToken(ctx, tok.ID, []byte(`"ok"`)); err != nil || c.Status != "completed" {
+		t.Fatalf("completion: %+v %v", c, err)
+	}
 }

@@ -438,6 +438,9 @@ type Token struct {
 	CreatedAt      time.Time
 	ExpiresAt      *time.Time
 	ResolvedAt     *time.Time
+	// Schema is the JSON Schema a completion must satisfy (that of the
+	// Token's latest wait with one); nil accepts any JSON.
+	Schema json.RawMessage
 }
 
 // Wait is a Turn's durable wait on a timer, a Token or a question.

@@ -35,6 +35,18 @@ func startID(pid int) (string, error) {
 	return strings.TrimSpace(string(boot)) + ":" + f[19], nil
 }
 
+// zombie reports whether the process has ended but is not yet reaped (a
+// zombie, whose start ID is still readable): a session process killed with
+// its control plane may linger so until its new parent reaps it.
+func zombie(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	i := strings.LastIndexByte(string(stat), ')')
+	if err != nil || i < 0 || i+2 >= len(stat) {
+		return true
+	}
+	return stat[i+2] == 'Z' || stat[i+2] == 'X'
+}
+
 // adoptedProcess is a session process launched by an earlier control plane:
 // not this one's child, so its exit is noticed through a pidfd.
 type adoptedProcess struct {
@@ -52,7 +64,7 @@ func adopt(pid int, want string) (*adoptedProcess, error) {
 	}
 	// Check after opening the pidfd: from here the PID cannot be reused
 	// under us unnoticed.
-	if got, err := startID(pid); err != nil || got != want {
+	if got, err := startID(pid); err != nil || got != want || zombie(pid) {
 		unix.Close(fd)
 		return nil, errors.New("the process is gone")
 	}

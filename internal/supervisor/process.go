@@ -200,12 +200,22 @@ func (s *Supervisor) exited(p *proc) {
 	if conn != nil {
 		conn.CloseNow()
 	}
-	s.forget(p)
 	s.releaseFreezer(p)
 	if lost {
+		s.forget(p)
 		return // the node that took the Session over settles what it ran
 	}
 	defer s.release(p.sessionID)
+	// The store records the end (and its hold) before the Session lets go
+	// of this process: a new one started in between would find no hold and
+	// start as initial, not reconstructed.
+	relaunch := false
+	defer func() {
+		s.forget(p)
+		if relaunch {
+			s.relaunchIfWork(p.sessionID)
+		}
+	}()
 	ctx := context.Background()
 	s.eng.ForgetProcess(ctx, p.sessionID, p.launchID)
 	why := "the session process exited"
@@ -221,16 +231,18 @@ func (s *Supervisor) exited(p *proc) {
 		// Shutting down: queued work stays queued for the next start.
 	case p.launch == nil:
 		// A process that survived a restart and never reattached: what it
-		// ran is lost.
+		// ran is lost (a recovery_gap hold only when a Turn ran); queued
+		// work gets a new process.
 		s.log.Warn("session process did not reattach", "session", p.sessionID, "why", why)
 		s.eng.FailRunningTurn(ctx, p.sessionID, helmrtype.TurnInterrupted, helmrtype.CodeExecutionLost,
 			"the control plane restarted and the session process did not reattach; the turn is not replayed", helmrtype.HoldRecoveryGap)
+		relaunch = true
 	case initError != "":
 		// init failed: the Turn that would have run failed with its error.
 		s.eng.FailRunningTurn(ctx, p.sessionID, helmrtype.TurnFailed, helmrtype.CodeHandlerFailed, initError, failed)
 	case expected && running == "" && retired == "":
 		s.eng.ProcessStopped(ctx, p.sessionID, "stopped")
-		s.relaunchIfWork(p.sessionID)
+		relaunch = true
 	case !wasReady:
 		s.log.Warn("session process ended before it was ready", "session", p.sessionID, "why", why)
 		s.eng.FailRunningTurn(ctx, p.sessionID, helmrtype.TurnFailed, helmrtype.CodeProcessExited, why+" before it was ready", failed)

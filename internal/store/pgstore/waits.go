@@ -139,16 +139,16 @@ func (t *tx) PendingAsks(ctx context.Context, turnID string) ([]store.Ask, error
 
 // --- tokens ---
 
-const tokenCols = `id, session_id, turn_id, status, tags, metadata, data, secret_hash, idempotency_key, created_at, expires_at, resolved_at`
+const tokenCols = `id, session_id, turn_id, status, tags, metadata, data, secret_hash, idempotency_key, created_at, expires_at, resolved_at, schema`
 
 func scanToken(row pgx.Row) (*store.Token, error) {
 	var tk store.Token
-	var tags, metadata, data []byte
+	var tags, metadata, data, schema []byte
 	if err := row.Scan(&tk.ID, &tk.SessionID, &tk.TurnID, &tk.Status, &tags, &metadata, &data, &tk.SecretHash, &tk.IdempotencyKey,
-		&tk.CreatedAt, &tk.ExpiresAt, &tk.ResolvedAt); err != nil {
+		&tk.CreatedAt, &tk.ExpiresAt, &tk.ResolvedAt, &schema); err != nil {
 		return nil, err
 	}
-	tk.Tags, tk.Metadata, tk.Data = raw(tags), raw(metadata), raw(data)
+	tk.Tags, tk.Metadata, tk.Data, tk.Schema = raw(tags), raw(metadata), raw(data), raw(schema)
 	tk.CreatedAt = utc(tk.CreatedAt)
 	tk.ExpiresAt = utcPtr(tk.ExpiresAt)
 	tk.ResolvedAt = utcPtr(tk.ResolvedAt)
@@ -158,9 +158,9 @@ func scanToken(row pgx.Row) (*store.Token, error) {
 func (t *tx) InsertToken(ctx context.Context, tk *store.Token) error {
 	// ON CONFLICT DO NOTHING (added by insert) covers the partial unique
 	// index on (session_id, idempotency_key) as well as the primary key.
-	return t.insert(ctx, []string{tk.SessionID}, `INSERT INTO tokens(`+tokenCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+	return t.insert(ctx, []string{tk.SessionID}, `INSERT INTO tokens(`+tokenCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
 		tk.ID, tk.SessionID, tk.TurnID, tk.Status, blob(tk.Tags), blob(tk.Metadata), blob(tk.Data), tk.SecretHash, tk.IdempotencyKey,
-		tk.CreatedAt, tk.ExpiresAt, tk.ResolvedAt)
+		tk.CreatedAt, tk.ExpiresAt, tk.ResolvedAt, blob(tk.Schema))
 }
 
 func (t *tx) GetToken(ctx context.Context, id string) (*store.Token, error) {
@@ -173,8 +173,8 @@ func (t *tx) GetTokenByKey(ctx context.Context, sessionID, key string) (*store.T
 }
 
 func (t *tx) UpdateToken(ctx context.Context, tk *store.Token) error {
-	return t.updateRow(ctx, `UPDATE tokens SET status = $1, tags = $2, metadata = $3, data = $4, expires_at = $5, resolved_at = $6 WHERE id = $7`,
-		tk.Status, blob(tk.Tags), blob(tk.Metadata), blob(tk.Data), tk.ExpiresAt, tk.ResolvedAt, tk.ID)
+	return t.updateRow(ctx, `UPDATE tokens SET status = $1, tags = $2, metadata = $3, data = $4, expires_at = $5, resolved_at = $6, schema = $7 WHERE id = $8`,
+		tk.Status, blob(tk.Tags), blob(tk.Metadata), blob(tk.Data), tk.ExpiresAt, tk.ResolvedAt, blob(tk.Schema), tk.ID)
 }
 
 func (t *tx) ExpiringTokens(ctx context.Context) ([]store.Token, error) {

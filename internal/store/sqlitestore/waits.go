@@ -137,18 +137,18 @@ func (t *tx) PendingAsks(ctx context.Context, turnID string) ([]store.Ask, error
 
 // --- tokens ---
 
-const tokenCols = `id, session_id, turn_id, status, tags, metadata, data, secret_hash, idempotency_key, created_at, expires_at, resolved_at`
+const tokenCols = `id, session_id, turn_id, status, tags, metadata, data, secret_hash, idempotency_key, created_at, expires_at, resolved_at, schema`
 
 func scanToken(sc interface{ Scan(...any) error }) (*store.Token, error) {
 	var tk store.Token
-	var tags, metadata, data []byte
+	var tags, metadata, data, schema []byte
 	var created int64
 	var expires, resolved sql.NullInt64
 	if err := sc.Scan(&tk.ID, &tk.SessionID, &tk.TurnID, &tk.Status, &tags, &metadata, &data, &tk.SecretHash, &tk.IdempotencyKey,
-		&created, &expires, &resolved); err != nil {
+		&created, &expires, &resolved, &schema); err != nil {
 		return nil, err
 	}
-	tk.Tags, tk.Metadata, tk.Data = raw(tags), raw(metadata), raw(data)
+	tk.Tags, tk.Metadata, tk.Data, tk.Schema = raw(tags), raw(metadata), raw(data), raw(schema)
 	tk.CreatedAt = fromMicros(created)
 	tk.ExpiresAt = fromNullMicros(expires)
 	tk.ResolvedAt = fromNullMicros(resolved)
@@ -156,9 +156,9 @@ func scanToken(sc interface{ Scan(...any) error }) (*store.Token, error) {
 }
 
 func (t *tx) InsertToken(ctx context.Context, tk *store.Token) error {
-	return t.exec(ctx, `INSERT INTO tokens(`+tokenCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	return t.exec(ctx, `INSERT INTO tokens(`+tokenCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		tk.ID, tk.SessionID, tk.TurnID, tk.Status, blob(tk.Tags), blob(tk.Metadata), blob(tk.Data), tk.SecretHash, tk.IdempotencyKey,
-		micros(tk.CreatedAt), nullMicros(tk.ExpiresAt), nullMicros(tk.ResolvedAt))
+		micros(tk.CreatedAt), nullMicros(tk.ExpiresAt), nullMicros(tk.ResolvedAt), blob(tk.Schema))
 }
 
 func (t *tx) GetToken(ctx context.Context, id string) (*store.Token, error) {
@@ -170,8 +170,8 @@ func (t *tx) GetTokenByKey(ctx context.Context, sessionID, key string) (*store.T
 }
 
 func (t *tx) UpdateToken(ctx context.Context, tk *store.Token) error {
-	return t.updateRow(ctx, `UPDATE tokens SET status = ?, tags = ?, metadata = ?, data = ?, expires_at = ?, resolved_at = ? WHERE id = ?`,
-		tk.Status, blob(tk.Tags), blob(tk.Metadata), blob(tk.Data), nullMicros(tk.ExpiresAt), nullMicros(tk.ResolvedAt), tk.ID)
+	return t.updateRow(ctx, `UPDATE tokens SET status = ?, tags = ?, metadata = ?, data = ?, expires_at = ?, resolved_at = ?, schema = ? WHERE id = ?`,
+		tk.Status, blob(tk.Tags), blob(tk.Metadata), blob(tk.Data), nullMicros(tk.ExpiresAt), nullMicros(tk.ResolvedAt), blob(tk.Schema), tk.ID)
 }
 
 func (t *tx) ExpiringTokens(ctx context.Context) ([]store.Token, error) {

@@ -43,6 +43,7 @@ func testTokens(t *testing.T, s store.Store) {
 		CreatedAt:      at(80),
 		ExpiresAt:      ptr(at(90)),
 		ResolvedAt:     ptr(at(81)),
+		Schema:         raw(`{"type":"object","required":["approved"]}`),
 	}
 	// Nil JSON and nil times stay nil.
 	minimal := &store.Token{ID: "tok-2", SessionID: "ses-1", Status: "pending", CreatedAt: at(82)}
@@ -119,6 +120,23 @@ func testTokens(t *testing.T, s store.Store) {
 		}
 		return nil
 	})
+	// A wait gives the pending Token its schema; a later one replaces it.
+	for _, sc := range []string{`{"type":"string"}`, `{"type":"object","properties":{"ok":{"type":"boolean"}}}`} {
+		schemed := *minimal
+		schemed.Schema = raw(sc)
+		update(t, s, func(ctx context.Context, tx store.Tx) error {
+			wantOK(t, "UpdateToken(schema)", tx.UpdateToken(ctx, &schemed))
+			return nil
+		})
+		view(t, s, func(ctx context.Context, tx store.Tx) error {
+			got, err := tx.GetToken(ctx, minimal.ID)
+			if err != nil {
+				t.Fatalf("GetToken after a schema: %v", err)
+			}
+			check(t, "GetToken after a schema", *got, storedToken(schemed))
+			return nil
+		})
+	}
 	// pending → completed with every mutable field set.
 	completed := *minimal
 	completed.Status = "completed"

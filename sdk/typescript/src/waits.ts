@@ -7,7 +7,7 @@ import { parseDuration } from "./duration.js"
 import type { Duration } from "./duration.js"
 import { HelmrError } from "./errors.js"
 import { requireTurn } from "./runtime.js"
-import { validate } from "./schema.js"
+import { jsonSchemaOf, validate } from "./schema.js"
 import { uuidv7 } from "./uuid.js"
 
 /** Options of a wait. */
@@ -59,7 +59,11 @@ export type TokenWaitResult<T> =
 export interface TokenWaitOptions<S extends StandardSchemaV1 | undefined> extends WaitOptions {
   /** This waiter's timeout (the Token's own expiry may be earlier). */
   readonly timeout?: Duration
-  /** Validates (and may transform) the completion data; a failure throws result_invalid. */
+  /**
+   * Validates (and may transform) the completion data; a failure throws result_invalid.
+   * When the validator has a JSON Schema form, the Token carries it from this wait on:
+   * the control plane refuses other completions (400 input_invalid) and the Token stays pending.
+   */
   readonly schema?: S
 }
 
@@ -92,6 +96,10 @@ function tokenHandle(id: string, callbackUrl: string, publicAccessToken: string,
       const w: Record<string, unknown> = { kind: "token", target_id: id }
       if (o.timeout) { parseDuration(o.timeout); w.timeout = o.timeout }
       if (o.idleTimeout) w.idle_timeout = o.idleTimeout
+      if (o.schema) {
+        const js = jsonSchemaOf(o.schema, "input")
+        if (!("unavailable" in js)) w.schema = js
+      }
       const out = await rt.wait(w, o.signal)
       if (out.status !== "resolved") {
         const error = HelmrError.from(out.error)

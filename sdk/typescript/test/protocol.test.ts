@@ -292,6 +292,8 @@ test("tokens and asks: token.create carries id and secret, wait_timeout is a val
   peer.send({ type: "ack", turn_id: "t-1", op: o.op, sequence: 1 })
   const w = await peer.type("wait.start")
   assert.deepEqual([w.wait.kind, w.wait.target_id], ["token", tc.token.id])
+  // The validator's JSON Schema goes with the wait: the Token refuses other completions.
+  assert.deepEqual([w.wait.schema?.type, w.wait.schema?.properties, w.wait.schema?.required], ["object", { approved: { type: "boolean" } }, ["approved"]])
   peer.send({ type: "ack", turn_id: "t-1", op: w.op })
   peer.send({ type: "wait.resolved", turn_id: "t-1", wait_id: w.wait.id, outcome: { status: "resolved", value: { approved: true } } })
   const tc2 = await peer.type("token.create")

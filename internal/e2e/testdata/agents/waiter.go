@@ -20,6 +20,8 @@ import (
 //     meanwhile (to measure suspension).
 //   - "token EXPIRY WAITTIMEOUT": creates a Token ("-" for none), writes
 //     {"token": id, "secret": …, "url": …} as output, and waits on it.
+//   - "tokenschema": like "token - -", and the wait carries the JSON
+//     Schema of approval (the Token refuses other completions).
 //   - "ask" / "asktext": asks a choice / text question.
 //
 // The result is {"value": …, "error": code, "pid": …, "init": n}.
@@ -60,7 +62,10 @@ var waiter = helmr.Agent(helmr.AgentSpec[text, map[string]any, int64]{ID: "waite
 			}
 			res["value"] = time.Since(start).Milliseconds()
 			t.Output.Write(ctx, "timer fired\n")
-		case "token":
+		case "token", "tokenschema":
+			if f[0] == "tokenschema" {
+				f = []string{f[0], "-", "-"}
+			}
 			o := tokens.Options{Tags: []string{"e2e"}}
 			if f[1] != "-" {
 				o.Timeout = f[1]
@@ -74,6 +79,14 @@ var waiter = helmr.Agent(helmr.AgentSpec[text, map[string]any, int64]{ID: "waite
 			w := tokens.WaitOptions{IdleTimeout: idle}
 			if f[2] != "-" {
 				w.Timeout = f[2]
+			}
+			if f[0] == "tokenschema" {
+				v, err := helmr.SchemaFor[approval]()
+				if err != nil {
+					return fail(err)
+				}
+				w.JSONSchema = v.JSONSchema()
+				w.Schema = func(raw json.RawMessage) error { _, err := v.Validate(ctx, raw); return err }
 			}
 			v, err := tok.Wait(ctx, w)
 			if err != nil {
@@ -140,3 +153,9 @@ var sleepy = helmr.Agent(helmr.AgentSpec[text, map[string]any, int64]{ID: "sleep
 	Turn: func(ctx context.Context, t *helmr.Turn[text], ac *helmr.AgentContext[int64]) (map[string]any, error) {
 		return map[string]any{"pid": os.Getpid(), "init": ac.InitResult}, nil
 	}})
+
+// approval is the completion a "tokenschema" wait takes.
+type approval struct {
+	Approved bool   `json:"approved"`
+	By       string `json:"by"`
+}
