@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -329,6 +330,19 @@ func checkTrigger(a *helmrtype.AgentManifest, tr *helmrtype.TriggerManifest) err
 			return fmt.Errorf("trigger %q: input: %v", tr.Name, err)
 		}
 		tr.Input = in
+	}
+	// A JSON Agent's input schema, when the manifest gives one the server
+	// can read, checks the input now rather than at each fire.
+	if a.InputKind == helmrtype.InputKindJSON && len(a.InputSchema) > 0 {
+		if r, err := resolveSchema(a.InputSchema); err == nil {
+			var v any
+			if len(tr.Input) > 0 {
+				json.Unmarshal(tr.Input, &v)
+			}
+			if err := r.Validate(v); err != nil {
+				return fmt.Errorf("trigger %q: input does not satisfy agent %q's input schema: %v", tr.Name, a.ID, err)
+			}
+		}
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -168,6 +169,14 @@ func TestScheduleReconcile(t *testing.T) {
 		if _, err := e.PublishDeployment(ctx, "sha256:bad", manifest(bad), "", ""); helmrtype.CodeOf(err) != helmrtype.CodeInvalidRequest {
 			t.Errorf("a trigger %+v: %v", bad, err)
 		}
+	}
+	// A JSON Agent's trigger input is checked against its input schema.
+	typed := manifest()
+	typed.Agents = append(typed.Agents, helmrtype.AgentManifest{ID: "typed", Template: "box", InputKind: "json", CloseAfterIdle: "7d", HibernateAfterIdle: "never",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"topic":{"type":"string"}},"required":["topic"]}`),
+		Triggers: []helmrtype.TriggerManifest{{Name: "t", Kind: "cron", Pattern: "* * * * *", Timezone: "UTC", Overlap: "skip", Input: json.RawMessage(`{"topic":3}`)}}})
+	if _, err := e.PublishDeployment(ctx, "sha256:typed", typed, "", ""); helmrtype.CodeOf(err) != helmrtype.CodeInvalidRequest || !strings.Contains(err.Error(), "input schema") {
+		t.Errorf("a trigger input against the input schema: %v", err)
 	}
 	if len(mustList(t, e)) != 2 {
 		t.Fatal("a refused Deployment changed the schedules")
