@@ -336,7 +336,8 @@ func findLoop(img *os.File) (*os.File, error) {
 		if _, err := os.Stat(filepath.Join("/sys/block", name, "loop", "backing_file")); err != nil {
 			continue
 		}
-		dev, err := openLoop(name)
+		// Read-only: another program's loop device is only looked at.
+		dev, err := openLoop(name, os.O_RDONLY)
 		if err != nil {
 			continue
 		}
@@ -364,7 +365,7 @@ func attachLoop(img *os.File) (*os.File, error) {
 		if err != nil {
 			return nil, err
 		}
-		dev, err := openLoop("loop" + strconv.Itoa(n))
+		dev, err := openLoop("loop"+strconv.Itoa(n), os.O_RDWR)
 		if err != nil {
 			return nil, err
 		}
@@ -391,11 +392,11 @@ func attachLoop(img *os.File) (*os.File, error) {
 	return nil, errors.New("no free loop device")
 }
 
-// openLoop opens the loop device name, making its node when /dev has none
-// (a static /dev, as in some containers).
-func openLoop(name string) (*os.File, error) {
+// openLoop opens the loop device name with flag, making its node when
+// /dev has none (a static /dev, as in some containers).
+func openLoop(name string, flag int) (*os.File, error) {
 	path := filepath.Join("/dev", name)
-	f, err := os.OpenFile(path, os.O_RDWR|unix.O_CLOEXEC, 0)
+	f, err := os.OpenFile(path, flag|unix.O_CLOEXEC, 0)
 	if !errors.Is(err, os.ErrNotExist) {
 		return f, err
 	}
@@ -410,7 +411,7 @@ func openLoop(name string) (*os.File, error) {
 	if rerr := unix.Mknod(path, unix.S_IFBLK|0o660, int(unix.Mkdev(major, minor))); rerr != nil && !errors.Is(rerr, os.ErrExist) {
 		return nil, err
 	}
-	return os.OpenFile(path, os.O_RDWR|unix.O_CLOEXEC, 0)
+	return os.OpenFile(path, flag|unix.O_CLOEXEC, 0)
 }
 
 // waitMounted waits until the sandbox whose init process is pid has its
