@@ -20,6 +20,7 @@ import (
 	servecmd "github.com/helmr-go/helmr/internal/cli/serve"
 	"github.com/helmr-go/helmr/internal/cli/session"
 	"github.com/helmr-go/helmr/internal/cli/token"
+	"github.com/helmr-go/helmr/internal/cli/version"
 )
 
 // Streams are a command's standard input, output and error.
@@ -76,7 +77,7 @@ func NewRoot(io Streams, extra ...Builder) *cobra.Command {
 	pf.StringVar(&g.APIKey, "api-key", "", fmt.Sprintf("API key (env %s)", clienv.EnvAPIKey))
 	pf.BoolVar(&g.JSON, "json", false, "print the API object as JSON")
 
-	root.AddCommand(agent.New(g), session.New(g), token.New(g), schedule.New(g), computer.New(g), deploy.New(g), deployment.New(g), dev.Command(), servecmd.ServerCommand())
+	root.AddCommand(agent.New(g), session.New(g), token.New(g), schedule.New(g), computer.New(g), deploy.New(g), deployment.New(g), version.New(g), dev.Command(), servecmd.ServerCommand())
 	for _, b := range extra {
 		if c := b(g); c != nil {
 			root.AddCommand(c)
