@@ -282,6 +282,17 @@ func TurnOutput(ctx context.Context, c *helmrclient.Client, sessionID, turnID st
 	}
 }
 
+// TurnOutputOrNote is TurnOutput for commands whose point is the outcome:
+// when the timeline cannot be read it notes why on errw and returns nil.
+func TurnOutputOrNote(ctx context.Context, c *helmrclient.Client, sessionID, turnID string, errw io.Writer) helmrtype.Content {
+	out, err := TurnOutput(ctx, c, sessionID, turnID)
+	if err != nil {
+		fmt.Fprintf(errw, "(the Turn's output could not be read: %s)\n", strings.TrimPrefix(ErrorMessage(err), "Error: "))
+		return nil
+	}
+	return out
+}
+
 // WriteTurnOutput writes a Turn's output for a person, under an "Output:"
 // line; nothing when it wrote none.
 func WriteTurnOutput(w io.Writer, out helmrtype.Content) {

@@ -74,10 +74,7 @@ func newCreate(g *clienv.Globals) *cobra.Command {
 				}
 				return err
 			}
-			output, err := clienv.TurnOutput(cmd.Context(), c, r.Turn.SessionID(), r.Turn.ID())
-			if err != nil {
-				return err
-			}
+			output := clienv.TurnOutputOrNote(cmd.Context(), c, r.Turn.SessionID(), r.Turn.ID(), g.Streams.Err)
 			if g.JSON {
 				if err := g.PrintJSON(createdWithOutcome{SessionCreateReceipt: r.Receipt, Outcome: o, Output: output}); err != nil {
 					return err

@@ -49,9 +49,7 @@ func newWait(g *clienv.Globals) *cobra.Command {
 			}
 			var output helmrtype.Content
 			if r.Status == helmrtype.WaitSettled && r.Outcome != nil {
-				if output, err = clienv.TurnOutput(cmd.Context(), c, args[0], args[1]); err != nil {
-					return err
-				}
+				output = clienv.TurnOutputOrNote(cmd.Context(), c, args[0], args[1], g.Streams.Err)
 			}
 			if g.JSON {
 				if err := g.PrintJSON(waitWithOutput{TimedTurnWaitResult: r, Output: output}); err != nil {
