@@ -29,6 +29,17 @@ func (d *Deployments) Get(ctx context.Context, id string) (*helmrtype.Deployment
 	return &out, nil
 }
 
+// Promote makes the earlier Deployment id current again: new Sessions pin
+// it and the cron Schedules follow its triggers; existing Sessions keep
+// their Deployment.
+func (d *Deployments) Promote(ctx context.Context, id string) (*helmrtype.Deployment, error) {
+	var out helmrtype.Deployment
+	if err := d.c.do(ctx, http.MethodPost, "/v1/deployments/"+pathEscape(id)+"/promote", nil, struct{}{}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // List returns one page of Deployments, newest first.
 func (d *Deployments) List(ctx context.Context, opts ListOptions) (*helmrtype.DeploymentPage, error) {
 	if opts.Limit < 0 || opts.Limit > 100 {

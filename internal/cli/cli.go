@@ -14,11 +14,15 @@ import (
 	"github.com/helmr-go/helmr/internal/cli/clienv"
 	"github.com/helmr-go/helmr/internal/cli/computer"
 	"github.com/helmr-go/helmr/internal/cli/deploy"
+	"github.com/helmr-go/helmr/internal/cli/deployment"
 	"github.com/helmr-go/helmr/internal/cli/dev"
+	"github.com/helmr-go/helmr/internal/cli/initcmd"
+	"github.com/helmr-go/helmr/internal/cli/profile"
 	"github.com/helmr-go/helmr/internal/cli/schedule"
 	servecmd "github.com/helmr-go/helmr/internal/cli/serve"
 	"github.com/helmr-go/helmr/internal/cli/session"
 	"github.com/helmr-go/helmr/internal/cli/token"
+	"github.com/helmr-go/helmr/internal/cli/version"
 )
 
 // Streams are a command's standard input, output and error.
@@ -75,7 +79,7 @@ func NewRoot(io Streams, extra ...Builder) *cobra.Command {
 	pf.StringVar(&g.APIKey, "api-key", "", fmt.Sprintf("API key (env %s)", clienv.EnvAPIKey))
 	pf.BoolVar(&g.JSON, "json", false, "print the API object as JSON")
 
-	root.AddCommand(agent.New(g), session.New(g), token.New(g), schedule.New(g), computer.New(g), deploy.New(g), dev.Command(), servecmd.ServerCommand())
+	root.AddCommand(agent.New(g), session.New(g), token.New(g), schedule.New(g), computer.New(g), deploy.New(g), deployment.New(g), version.New(g), initcmd.New(g), profile.NewLogin(g), profile.New(g), dev.Command(), servecmd.ServerCommand())
 	for _, b := range extra {
 		if c := b(g); c != nil {
 			root.AddCommand(c)

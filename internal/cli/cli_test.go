@@ -190,11 +190,13 @@ func TestExitCodesFromAnswers(t *testing.T) {
 			wantErr: "Error: unauthorized: bad key",
 		},
 		{
-			name:    "wait completed",
-			reply:   map[string][2]string{"GET /v1/sessions/s1/turns/t1/wait": {"200", settledCompleted}},
+			name: "wait completed",
+			reply: map[string][2]string{"GET /v1/sessions/s1/turns/t1/wait": {"200", settledCompleted},
+				"GET /v1/sessions/s1/events": {"200", `{"records":[{"session_id":"s1","turn_id":"t1","sequence":2,"kind":"turn.output","data":{"content":[{"type":"text","text":"working"}]}},` +
+					`{"session_id":"s1","turn_id":"t0","sequence":3,"kind":"turn.output","data":{"content":[{"type":"text","text":"another Turn's"}]}}],"next_after":3,"has_more":false}`}},
 			args:    []string{"session", "turn", "wait", "s1", "t1"},
 			want:    0,
-			wantOut: "Turn t1 completed\nAll done\nResult: {\n  \"ok\": true\n}\n",
+			wantOut: "Output:\nworking\nTurn t1 completed\nAll done\nResult: {\n  \"ok\": true\n}\n",
 		},
 		{
 			name:    "wait failed",

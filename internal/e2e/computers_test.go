@@ -198,6 +198,15 @@ func TestComputerCLI(t *testing.T) {
 	if code != 7 || out != "hi cli\n/workspace\n" || errOut != "oops\n" {
 		t.Fatalf("exec: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
+	out, errOut, code = s.cli(t, "computer", "exec", c.ID, "--json", "--", "/bin/sh", "-c", "echo out; echo err >&2; exit 3")
+	var ran struct {
+		helmrtype.CommandState
+		Stdout string `json:"stdout"`
+		Stderr string `json:"stderr"`
+	}
+	if code != 3 || json.Unmarshal([]byte(out), &ran) != nil || ran.Stdout != "out\n" || ran.Stderr != "err\n" || ran.ExitCode == nil || *ran.ExitCode != 3 {
+		t.Fatalf("exec --json: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
 	if out, errOut, code = s.cli(t, "computer", "exec", c.ID, "--", "/bin/sh", "-c", "cat > f; cat f"); code != 0 {
 		t.Fatalf("exec by ID: exit %d %s %s", code, out, errOut)
 	}

@@ -45,7 +45,15 @@ func agentBinary(t *testing.T) *deploy.Built {
 }
 
 func TestMain(m *testing.M) {
+	// helmr dev saves a profile in the user config directory: keep the
+	// tests' profiles out of the real one.
+	configDir, err := os.MkdirTemp("", "helmr-e2e-config-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("XDG_CONFIG_HOME", configDir)
 	code := pgtest.Main(m) // a PostgreSQL server for the tests that use one
+	os.RemoveAll(configDir)
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}

@@ -54,14 +54,28 @@ func TestTokenAndAskCLI(t *testing.T) {
 	if code != 0 || !strings.Contains(out, a.ID) || !strings.Contains(out, "Why?") {
 		t.Fatalf("ask list: exit %d %s", code, out)
 	}
-	if _, errOut, code := api.cli(t, "session", "turn", "ask", "respond", q.Session.ID, q.Turn.ID, a.ID, "--text", "because"); code != 2 {
-		t.Fatalf("respond without --response-id: exit %d %s", code, errOut)
+	// A person answering by hand needs no --response-id: one is generated
+	// and printed, and a retry with it is safe.
+	out, errOut, code = api.cli(t, "session", "turn", "ask", "respond", q.Session.ID, q.Turn.ID, a.ID, "--text", "because")
+	_, rest, found := strings.Cut(out, "Response ID: ")
+	responseID, _, _ := strings.Cut(rest, "\n")
+	if code != 0 || !found || len(responseID) != 36 || !strings.Contains(out, "responded") {
+		t.Fatalf("ask respond without --response-id: exit %d %s %s", code, out, errOut)
 	}
 	for range 2 { // a retry with the same response ID is safe
-		out, errOut, code = api.cli(t, "session", "turn", "ask", "respond", q.Session.ID, q.Turn.ID, a.ID, "--text", "because", "--response-id", "r1")
+		out, errOut, code = api.cli(t, "session", "turn", "ask", "respond", q.Session.ID, q.Turn.ID, a.ID, "--text", "because", "--response-id", responseID)
 		if code != 0 || !strings.Contains(out, "responded") {
 			t.Fatalf("ask respond: exit %d %s %s", code, out, errOut)
 		}
+	}
+	// ask list shows a choice's option IDs, the ones an answer selects.
+	qc := p.create("waiter", text("ask"))
+	ac := askOf(t, p, qc.Session.ID, qc.Turn.ID)
+	if out, _, code = api.cli(t, "session", "turn", "ask", "list", qc.Session.ID, qc.Turn.ID); code != 0 || !strings.Contains(out, "OPTIONS") || !strings.Contains(out, "yes,no") {
+		t.Fatalf("ask list of a choice: exit %d %s", code, out)
+	}
+	if out, errOut, code = api.cli(t, "session", "turn", "ask", "respond", qc.Session.ID, qc.Turn.ID, ac.ID, "--answer-json", `{"selected":["no"]}`); code != 0 {
+		t.Fatalf("answer the choice: exit %d %s %s", code, out, errOut)
 	}
 	if res := result(t, p.wait(q.Session.ID, q.Turn.ID)); string(res.Value) != `"because"` {
 		t.Fatalf("asker: %+v", res)

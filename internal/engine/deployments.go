@@ -158,6 +158,35 @@ func (e *Engine) PublishDeployment(ctx context.Context, digest string, manifest 
 	return d.info(true), nil
 }
 
+// PromoteDeployment makes the earlier Deployment id current again, in one
+// transaction that also reconciles the cron Schedules with its triggers
+// exactly as publishing does. New Sessions pin it; existing Sessions keep
+// the Deployment they pinned. Promoting the current Deployment changes
+// nothing and returns it.
+func (e *Engine) PromoteDeployment(ctx context.Context, id string) (*helmrtype.Deployment, error) {
+	var d *deployment
+	err := e.store.Update(ctx, func(tx store.Tx) error {
+		var err error
+		if d, err = e.deploymentTx(ctx, tx, id); err != nil {
+			return err
+		}
+		if cur, err := tx.GetMeta(ctx, metaCurrentDeployment); err == nil && cur == d.row.ID {
+			return nil
+		}
+		if err := tx.PutMeta(ctx, metaCurrentDeployment, d.row.ID); err != nil {
+			return err
+		}
+		return e.reconcileSchedulesTx(ctx, tx, d, e.Now())
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := e.ArmSchedules(ctx); err != nil {
+		e.log.Error("arm the schedules", "err", err)
+	}
+	return d.info(true), nil
+}
+
 func (e *Engine) cacheDeployment(row *store.Deployment) (*deployment, error) {
 	if d, ok := e.deps.Load(row.ID); ok {
 		return d.(*deployment), nil

@@ -157,7 +157,7 @@ func TestScheduleReconcile(t *testing.T) {
 	manifest := func(trs ...helmrtype.TriggerManifest) helmrtype.Manifest {
 		return helmrtype.Manifest{Version: helmrtype.ManifestVersion, SDK: "go",
 			Templates: []helmrtype.TemplateManifest{{ID: "box", Image: helmrtype.ImageManifest{Name: "box", Host: true}}},
-			Agents: []helmrtype.AgentManifest{{ID: "echo", Template: "box", InputKind: "text", CloseAfterIdle: "7d", HibernateAfterIdle: "never", Triggers: trs}}}
+			Agents:    []helmrtype.AgentManifest{{ID: "echo", Template: "box", InputKind: "text", CloseAfterIdle: "7d", HibernateAfterIdle: "never", Triggers: trs}}}
 	}
 	for _, bad := range []helmrtype.TriggerManifest{
 		{Name: "x", Kind: "cron", Pattern: "61 * * * *", Timezone: "UTC", Overlap: "skip"},
@@ -202,4 +202,49 @@ func mustList(t *testing.T, e *engine.Engine) []helmrtype.Schedule {
 		t.Fatal(err)
 	}
 	return page.Schedules
+}
+
+// TestPromoteReconcilesSchedules: promoting the first Deployment after a
+// second one removed a trigger brings the trigger back, pinned to the first
+// Deployment, exactly as publishing the first again would; promoting the
+// current one changes nothing, and an unknown ID is not_found.
+func TestPromoteReconcilesSchedules(t *testing.T) {
+	clock := &setClock{now: time.Date(2026, 1, 1, 12, 30, 0, 0, time.UTC)}
+	e := cronEngine(t, clock)
+	ctx := context.Background()
+	first := schedule(t, e, "hourly").DeploymentID
+	v2 := helmrtype.Manifest{Version: helmrtype.ManifestVersion, SDK: "go",
+		Templates: []helmrtype.TemplateManifest{{ID: "box", Image: helmrtype.ImageManifest{Name: "box", Host: true}}},
+		Agents:    []helmrtype.AgentManifest{{ID: "echo", Template: "box", InputKind: "text", CloseAfterIdle: "7d", HibernateAfterIdle: "never"}}}
+	second, err := e.PublishDeployment(ctx, "sha256:v2", v2, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mustList(t, e); len(got) != 0 {
+		t.Fatalf("after a Deployment without triggers: %+v", got)
+	}
+	d, err := e.PromoteDeployment(ctx, first)
+	if err != nil || d.ID != first || !d.Current {
+		t.Fatalf("promote: %+v %v", d, err)
+	}
+	got := mustList(t, e)
+	if len(got) != 2 || got[0].DeploymentID != first || got[1].DeploymentID != first {
+		t.Fatalf("after promoting the first Deployment: %+v", got)
+	}
+	if cur, err := e.GetDeployment(ctx, "current"); err != nil || cur.ID != first {
+		t.Fatalf("current: %+v %v", cur, err)
+	}
+	if old, err := e.GetDeployment(ctx, second.ID); err != nil || old.Current {
+		t.Fatalf("the second Deployment: %+v %v", old, err)
+	}
+	hourly := schedule(t, e, "hourly")
+	if _, err := e.PromoteDeployment(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if again := schedule(t, e, "hourly"); again.ID != hourly.ID || !again.NextFireAt.Equal(hourly.NextFireAt) {
+		t.Fatalf("promoting the current Deployment changed its Schedule: %+v, was %+v", again, hourly)
+	}
+	if _, err := e.PromoteDeployment(ctx, "00000000-0000-7000-8000-000000000000"); helmrtype.CodeOf(err) != helmrtype.CodeNotFound {
+		t.Fatalf("promote an unknown Deployment: %v", err)
+	}
 }

@@ -162,6 +162,7 @@ func (s *Server) routes() {
 		"GET /v1/agents/{id}":                                          s.getAgent,
 		"GET /v1/deployments":                                          s.listDeployments,
 		"GET /v1/deployments/{id}":                                     s.getDeployment,
+		"POST /v1/deployments/{id}/promote":                            s.promoteDeployment,
 		"GET /v1/schedules":                                            s.listSchedules,
 		"GET /v1/schedules/{id}":                                       s.getSchedule,
 		"POST /v1/deployments":                                         s.createDeployment,
@@ -527,6 +528,16 @@ func (s *Server) getSchedule(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) getDeployment(w http.ResponseWriter, r *http.Request) error {
 	d, err := s.eng.GetDeployment(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, d)
+	return nil
+}
+
+// promoteDeployment makes an earlier Deployment current again.
+func (s *Server) promoteDeployment(w http.ResponseWriter, r *http.Request) error {
+	d, err := s.eng.PromoteDeployment(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err
 	}

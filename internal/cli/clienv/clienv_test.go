@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,7 +58,7 @@ func TestErrorMessage(t *testing.T) {
 
 func TestResolveGlobals(t *testing.T) {
 	env := map[string]string{}
-	g := &Globals{Getenv: func(k string) string { return env[k] }}
+	g := &Globals{Getenv: func(k string) string { return env[k] }, ConfigFile: filepath.Join(t.TempDir(), "none.json")}
 	if g.ResolvedAPIURL() != DefaultAPIURL || g.ResolvedAPIKey() != "" {
 		t.Errorf("defaults: %q %q", g.ResolvedAPIURL(), g.ResolvedAPIKey())
 	}
@@ -161,5 +164,61 @@ func TestShortenAndContent(t *testing.T) {
 	}
 	if got := ContentText(helmrtype.Content{{Type: "text", Text: "a"}, {Type: "json", Value: json.RawMessage(`[ 1 ]`)}}); got != "a[1]" {
 		t.Errorf("ContentText = %q", got)
+	}
+}
+
+func TestProfiles(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "helmr", "config.json")
+	if cur, err := SaveProfile(path, DevProfile, Profile{APIURL: "http://127.0.0.1:7070", APIKey: "hlmr_sk_devdevdevdevdev"}, false); err != nil || !cur {
+		t.Fatalf("the first profile is current: %v %v", cur, err)
+	}
+	if cur, err := SaveProfile(path, "prod", Profile{APIURL: "https://prod", APIKey: "hlmr_sk_prodprodprodprod"}, false); err != nil || cur {
+		t.Fatalf("a second profile without makeCurrent: %v %v", cur, err)
+	}
+	for p, want := range map[string]os.FileMode{path: 0o600, filepath.Dir(path): 0o700} {
+		if st, err := os.Stat(p); err != nil || st.Mode().Perm() != want {
+			t.Errorf("%s: %v %v; want mode %o", p, st.Mode(), err, want)
+		}
+	}
+	if _, err := SaveProfile(path, "bad name", Profile{}, false); ExitCode(&runError{err}) != ExitUsage {
+		t.Errorf("a bad name: %v", err)
+	}
+	env := map[string]string{}
+	g := func() *Globals { return &Globals{Getenv: func(k string) string { return env[k] }, ConfigFile: path} }
+	if url, key, prof, err := g().Resolved(); err != nil || url != "http://127.0.0.1:7070" || key != "hlmr_sk_devdevdevdevdev" || prof != DevProfile {
+		t.Errorf("from the current profile: %q %q %q %v", url, key, prof, err)
+	}
+	// The environment wins, and a profile's key never goes to another URL.
+	env[EnvAPIURL] = "http://elsewhere:1"
+	if url, key, _, _ := g().Resolved(); url != "http://elsewhere:1" || key != "" {
+		t.Errorf("another URL in the environment: %q %q", url, key)
+	}
+	env[EnvAPIKey] = "envkey"
+	if url, key, prof, _ := g().Resolved(); url != "http://elsewhere:1" || key != "envkey" || prof != "" {
+		t.Errorf("environment: %q %q %q", url, key, prof)
+	}
+	delete(env, EnvAPIURL)
+	if url, key, _, _ := g().Resolved(); url != "http://127.0.0.1:7070" || key != "envkey" {
+		t.Errorf("a key in the environment, the URL from the profile: %q %q", url, key)
+	}
+	gf := g()
+	gf.APIURL, gf.APIKey = "http://flag:2", "flagkey"
+	if url, key, _, _ := gf.Resolved(); url != "http://flag:2" || key != "flagkey" {
+		t.Errorf("flags: %q %q", url, key)
+	}
+	c, err := LoadConfig(path)
+	if err != nil || c.Current != DevProfile || strings.Join(c.Names(), ",") != "dev,prod" {
+		t.Fatalf("config %+v %v", c, err)
+	}
+	os.WriteFile(path, []byte("{not json"), 0o600)
+	delete(env, EnvAPIKey)
+	if _, err := g().Client(); err == nil || ExitCode(&runError{err}) != ExitFailure {
+		t.Errorf("a broken config file: %v", err)
+	}
+	if got := KeyPrefix("hlmr_sk_0123456789abcdef"); got != "hlmr_sk_0123…" {
+		t.Errorf("KeyPrefix = %q", got)
+	}
+	if got := KeyPrefix("short"); got != "shor…" {
+		t.Errorf("KeyPrefix(short) = %q", got)
 	}
 }

@@ -2,6 +2,7 @@ package clienv
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/helmr-go/helmr/helmrclient"
 	"github.com/helmr-go/helmr/helmrtype"
 )
 
@@ -250,4 +252,53 @@ func Shorten(s string, n int) string {
 		return s
 	}
 	return string(r[:n-1]) + "…"
+}
+
+// TurnOutput reads the output a Turn wrote (its turn.output events, in
+// order) from the Session's timeline.
+func TurnOutput(ctx context.Context, c *helmrclient.Client, sessionID, turnID string) (helmrtype.Content, error) {
+	ev := c.Sessions.Ref(sessionID).Events
+	out := helmrtype.Content{}
+	for after := int64(0); ; {
+		page, err := ev.List(ctx, helmrclient.EventListOptions{After: after, Limit: 1000})
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range page.Records {
+			if r.Kind != "turn.output" || r.TurnID == nil || *r.TurnID != turnID {
+				continue
+			}
+			var d struct {
+				Content helmrtype.Content `json:"content"`
+			}
+			if json.Unmarshal(r.Data, &d) == nil {
+				out = append(out, d.Content...)
+			}
+		}
+		if !page.HasMore || page.NextAfter <= after {
+			return out, nil
+		}
+		after = page.NextAfter
+	}
+}
+
+// TurnOutputOrNote is TurnOutput for commands whose point is the outcome:
+// when the timeline cannot be read it notes why on errw and returns nil.
+func TurnOutputOrNote(ctx context.Context, c *helmrclient.Client, sessionID, turnID string, errw io.Writer) helmrtype.Content {
+	out, err := TurnOutput(ctx, c, sessionID, turnID)
+	if err != nil {
+		fmt.Fprintf(errw, "(the Turn's output could not be read: %s)\n", strings.TrimPrefix(ErrorMessage(err), "Error: "))
+		return nil
+	}
+	return out
+}
+
+// WriteTurnOutput writes a Turn's output for a person, under an "Output:"
+// line; nothing when it wrote none.
+func WriteTurnOutput(w io.Writer, out helmrtype.Content) {
+	if len(out) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "Output:")
+	writeBlock(w, ContentText(out))
 }

@@ -149,6 +149,15 @@ func newDelete(g *clienv.Globals) *cobra.Command {
 	return cmd
 }
 
+// execResult is what "computer exec --json" prints: the settled Command
+// with its whole output.
+type execResult struct {
+	*helmrtype.CommandState
+	// Stdout and Stderr are the Command's output streams, in full.
+	Stdout string `json:"stdout"`
+	Stderr string `json:"stderr"`
+}
+
 func newExec(g *clienv.Globals) *cobra.Command {
 	var key, stdinFile string
 	var env []string
@@ -197,25 +206,32 @@ func newExec(g *clienv.Globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if !g.JSON {
-				err = c.Commands.Follow(cmd.Context(), started.ID, func(r helmrtype.CommandLogRecord) error {
-					w := g.Streams.Out
+			var stdout, stderr strings.Builder
+			err = c.Commands.Follow(cmd.Context(), started.ID, func(r helmrtype.CommandLogRecord) error {
+				if g.JSON {
 					if r.Stream == "stderr" {
-						w = g.Streams.Err
+						stderr.Write(r.Data)
+					} else {
+						stdout.Write(r.Data)
 					}
-					_, err := w.Write(r.Data)
-					return err
-				})
-				if err != nil {
-					return err
+					return nil
 				}
+				w := g.Streams.Out
+				if r.Stream == "stderr" {
+					w = g.Streams.Err
+				}
+				_, err := w.Write(r.Data)
+				return err
+			})
+			if err != nil {
+				return err
 			}
 			done, err := c.Commands.Wait(cmd.Context(), started.ID)
 			if err != nil {
 				return err
 			}
 			if g.JSON {
-				if err := g.PrintJSON(done); err != nil {
+				if err := g.PrintJSON(execResult{CommandState: done, Stdout: stdout.String(), Stderr: stderr.String()}); err != nil {
 					return err
 				}
 			}

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/helmr-go/helmr/internal/cli/clienv"
 	"github.com/helmr-go/helmr/internal/cli/serve"
 	"github.com/helmr-go/helmr/internal/deploy"
 	"github.com/spf13/cobra"
@@ -63,6 +64,7 @@ func run(ctx context.Context, o *serve.Options, dir string, out, errw io.Writer)
 	fmt.Fprintf(out, "helmr dev: control plane on %s (data in %s)\n", r.URL, o.DataDir)
 	fmt.Fprintf(out, "API key: %s (kept in %s)\n", key, filepath.Join(o.DataDir, "api-key"))
 	fmt.Fprintf(out, "  export HELMR_API_URL=%s HELMR_API_KEY=%s\n", r.URL, key)
+	saveDevProfile(r.URL, key, out, errw)
 	fp, copied, err := publish(ctx, r, dir, nil, out, errw)
 	if err != nil {
 		r.CP.Close(ctx)
@@ -70,6 +72,20 @@ func run(ctx context.Context, o *serve.Options, dir string, out, errw io.Writer)
 	}
 	go watch(ctx, r, dir, fp, copied, out, errw)
 	return r.Serve(ctx, o)
+}
+
+// saveDevProfile saves the URL and key as the "dev" profile, current when
+// no other profile is; a failure is reported, not fatal.
+func saveDevProfile(url, key string, out, errw io.Writer) {
+	current, err := clienv.SaveProfile("", clienv.DevProfile, clienv.Profile{APIURL: url, APIKey: key}, false)
+	switch {
+	case err != nil:
+		fmt.Fprintf(errw, "helmr dev: could not save the %q profile: %v\n", clienv.DevProfile, err)
+	case current:
+		fmt.Fprintf(out, "Saved profile %q; it is current, so helmr commands in other shells use it.\n", clienv.DevProfile)
+	default:
+		fmt.Fprintf(out, "Saved profile %q; another profile is current: helmr profile use %s\n", clienv.DevProfile, clienv.DevProfile)
+	}
 }
 
 // publish builds dir and makes it the current Deployment, with the sources

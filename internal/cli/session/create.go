@@ -17,6 +17,8 @@ import (
 type createdWithOutcome struct {
 	helmrtype.SessionCreateReceipt
 	Outcome *helmrtype.TurnOutcome `json:"outcome,omitempty"`
+	// Output is what the Turn wrote (its turn.output events) before it settled.
+	Output helmrtype.Content `json:"output,omitempty"`
 }
 
 // newCreate returns "session create".
@@ -33,7 +35,7 @@ func newCreate(g *clienv.Globals) *cobra.Command {
 		Short: "Create a Session, with its first Turn when input is given",
 		Long: "Create a Session of an Agent in the current Deployment. With input, the Session's " +
 			"first Turn is admitted; without, the Session starts with no Turn.\n\n" +
-			"With --wait, wait for that Turn to settle and print its outcome; the exit code is 5 " +
+			"With --wait, wait for that Turn to settle and print the output it wrote and its outcome; the exit code is 5 " +
 			"when --timeout passes first and 6 when the Turn failed, was interrupted or cancelled.",
 		Args: clienv.Args(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -72,11 +74,13 @@ func newCreate(g *clienv.Globals) *cobra.Command {
 				}
 				return err
 			}
+			output := clienv.TurnOutputOrNote(cmd.Context(), c, r.Turn.SessionID(), r.Turn.ID(), g.Streams.Err)
 			if g.JSON {
-				if err := g.PrintJSON(createdWithOutcome{SessionCreateReceipt: r.Receipt, Outcome: o}); err != nil {
+				if err := g.PrintJSON(createdWithOutcome{SessionCreateReceipt: r.Receipt, Outcome: o, Output: output}); err != nil {
 					return err
 				}
 			} else {
+				clienv.WriteTurnOutput(g.Streams.Out, output)
 				clienv.WriteOutcome(g.Streams.Out, r.Turn.ID(), o)
 			}
 			return clienv.OutcomeExit(r.Turn.ID(), o)

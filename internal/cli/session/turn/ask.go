@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
 	"github.com/helmr-go/helmr/helmrclient"
@@ -43,9 +44,13 @@ func newAskList(g *clienv.Globals) *cobra.Command {
 			if g.JSON {
 				return g.PrintJSON(page)
 			}
-			t := clienv.NewTable(g.Streams.Out, "ASK", "STATUS", "ANSWER", "CREATED", "PROMPT")
+			t := clienv.NewTable(g.Streams.Out, "ASK", "STATUS", "ANSWER", "OPTIONS", "CREATED", "PROMPT")
 			for _, a := range page.Asks {
-				t.Row(a.ID, a.Status, a.Question.Answer.Type, clienv.Time(a.CreatedAt), oneLine(a.Question.Prompt.PlainText(), 60))
+				ids := make([]string, 0, len(a.Question.Answer.Options))
+				for _, o := range a.Question.Answer.Options {
+					ids = append(ids, o.ID)
+				}
+				t.Row(a.ID, a.Status, a.Question.Answer.Type, strings.Join(ids, ","), clienv.Time(a.CreatedAt), oneLine(a.Question.Prompt.PlainText(), 60))
 			}
 			if err := t.Flush(); err != nil {
 				return err
@@ -87,11 +92,12 @@ func newAskRespond(g *clienv.Globals) *cobra.Command {
 		responseID string
 	)
 	cmd := &cobra.Command{
-		Use:   "respond SESSION TURN ASK (--answer-json JSON | --answer-file FILE | --text T) --response-id ID",
+		Use:   "respond SESSION TURN ASK (--answer-json JSON | --answer-file FILE | --text T) [--response-id ID]",
 		Short: "Answer a pending question",
 		Long: "Answer a pending question. A text question takes --text (or a JSON string); a choice takes\n" +
-			"{\"selected\": [\"option-id\"], \"text\": \"…\"}. --response-id is required and makes the call safe to retry:\n" +
-			"the same ID and answer give the same result; another answer to an answered question is refused.",
+			"{\"selected\": [\"option-id\"], \"text\": \"…\"} (helmr session turn ask list shows the option IDs).\n" +
+			"--response-id makes the call safe to retry: the same ID and answer give the same result; another\n" +
+			"answer to an answered question is refused. Without it a new ID is generated and printed.",
 		Args: clienv.Args("SESSION", "TURN", "ASK"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			raw, ok, err := answer.Value(cmd, cmd.InOrStdin())
@@ -111,8 +117,7 @@ func newAskRespond(g *clienv.Globals) *cobra.Command {
 	}
 	answer.Register(cmd, "answer", "the answer")
 	cmd.Flags().StringVar(&text, "text", "", "the answer to a text question")
-	cmd.Flags().StringVar(&responseID, "response-id", "", "a unique ID for this answer; reuse it to retry (required)")
-	_ = cmd.MarkFlagRequired("response-id")
+	cmd.Flags().StringVar(&responseID, "response-id", "", "a unique ID for this answer; reuse it to retry (default: a new UUIDv7, printed)")
 	return cmd
 }
 
@@ -121,9 +126,23 @@ func respond(g *clienv.Globals, cmd *cobra.Command, args []string, answer any, r
 	if err != nil {
 		return err
 	}
+	generated := responseID == ""
+	if generated {
+		id, err := uuid.NewV7()
+		if err != nil {
+			return err
+		}
+		responseID = id.String()
+	}
 	a, err := c.Sessions.Ref(args[0]).Turns.Ref(args[1]).Asks().Respond(cmd.Context(), args[2], answer, responseID)
 	if err != nil {
+		if generated {
+			fmt.Fprintf(g.Streams.Err, "Response ID: %s (pass --response-id %s to retry)\n", responseID, responseID)
+		}
 		return err
+	}
+	if !g.JSON {
+		fmt.Fprintf(g.Streams.Out, "Response ID: %s\n", responseID)
 	}
 	return writeAsk(g, a)
 }

@@ -9,15 +9,22 @@ import (
 	"github.com/helmr-go/helmr/internal/cli/clienv"
 )
 
+// waitWithOutput is what "session turn wait --json" prints: the wait's
+// result and, once the Turn settled, the output it wrote.
+type waitWithOutput struct {
+	*helmrtype.TimedTurnWaitResult
+	Output helmrtype.Content `json:"output,omitempty"`
+}
+
 // newWait returns "session turn wait".
 func newWait(g *clienv.Globals) *cobra.Command {
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "wait SESSION TURN",
-		Short: "Wait for a Turn to settle and print its outcome",
-		Long: "Wait for a Turn to settle and print its outcome. Exit code 0 when it completed, " +
+		Short: "Wait for a Turn to settle and print its output and outcome",
+		Long: "Wait for a Turn to settle and print the output it wrote and its outcome. Exit code 0 when it completed, " +
 			"6 when it failed, was interrupted or cancelled, 5 when --timeout passed first " +
-			"(the Turn goes on). --json prints {\"status\":\"settled\",\"outcome\":…} or {\"status\":\"timeout\"}.",
+			"(the Turn goes on). --json prints {\"status\":\"settled\",\"outcome\":…,\"output\":[…]} or {\"status\":\"timeout\"}.",
 		Args: clienv.Args("SESSION", "TURN"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if timeout < 0 {
@@ -40,8 +47,12 @@ func newWait(g *clienv.Globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			var output helmrtype.Content
+			if r.Status == helmrtype.WaitSettled && r.Outcome != nil {
+				output = clienv.TurnOutputOrNote(cmd.Context(), c, args[0], args[1], g.Streams.Err)
+			}
 			if g.JSON {
-				if err := g.PrintJSON(r); err != nil {
+				if err := g.PrintJSON(waitWithOutput{TimedTurnWaitResult: r, Output: output}); err != nil {
 					return err
 				}
 			}
@@ -49,6 +60,7 @@ func newWait(g *clienv.Globals) *cobra.Command {
 				return clienv.Exitf(clienv.ExitWaitTimeout, "Turn %s did not settle within %s; it goes on", t.ID(), timeout)
 			}
 			if !g.JSON {
+				clienv.WriteTurnOutput(g.Streams.Out, output)
 				clienv.WriteOutcome(g.Streams.Out, t.ID(), r.Outcome)
 			}
 			return clienv.OutcomeExit(t.ID(), r.Outcome)
