@@ -43,8 +43,10 @@ func helmrIn(t *testing.T, dir string, env []string, args ...string) (string, st
 
 // TestHelmrInitThenTestAndDev: helmr init writes an agent module outside
 // the repository whose go.mod finds the SDK through a replace of this
-// checkout; go test ./... passes there with no module download (GOPROXY
-// off: the checkout's module cache has everything); helmr dev runs it,
+// checkout; its go mod tidy may fetch from the module proxy what a test of
+// the checkout does not need (the go.mod files of its dependencies' own
+// test dependencies, on a fresh machine), and then go test ./... passes
+// there with no module download (GOPROXY off); helmr dev runs it,
 // saves the "dev" profile, and a Session created with the API completes
 // its Turn, which the CLI, using only that profile, shows with its output.
 // helmr login and helmr profile list|use manage the profiles and never
@@ -56,7 +58,7 @@ func TestHelmrInitThenTestAndDev(t *testing.T) {
 	configDir := t.TempDir()
 	t.Setenv("XDG_CONFIG_HOME", configDir) // the helmr processes inherit it
 	dir := filepath.Join(t.TempDir(), "my-agent")
-	out, errOut, code := helmrIn(t, t.TempDir(), []string{"GOFLAGS=-mod=mod", "GOPROXY=off"}, "init", dir)
+	out, errOut, code := helmrIn(t, t.TempDir(), []string{"GOFLAGS=-mod=mod"}, "init", dir)
 	if code != 0 {
 		t.Fatalf("helmr init: %d %s %s", code, out, errOut)
 	}

@@ -174,7 +174,7 @@ func TestScheduleReconcile(t *testing.T) {
 	typed := manifest()
 	typed.Agents = append(typed.Agents, helmrtype.AgentManifest{ID: "typed", Template: "box", InputKind: "json", CloseAfterIdle: "7d", HibernateAfterIdle: "never",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"topic":{"type":"string"}},"required":["topic"]}`),
-		Triggers: []helmrtype.TriggerManifest{{Name: "t", Kind: "cron", Pattern: "* * * * *", Timezone: "UTC", Overlap: "skip", Input: json.RawMessage(`{"topic":3}`)}}})
+		Triggers:    []helmrtype.TriggerManifest{{Name: "t", Kind: "cron", Pattern: "* * * * *", Timezone: "UTC", Overlap: "skip", Input: json.RawMessage(`{"topic":3}`)}}})
 	if _, err := e.PublishDeployment(ctx, "sha256:typed", typed, "", ""); helmrtype.CodeOf(err) != helmrtype.CodeInvalidRequest || !strings.Contains(err.Error(), "input schema") {
 		t.Errorf("a trigger input against the input schema: %v", err)
 	}
