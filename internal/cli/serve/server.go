@@ -84,6 +84,7 @@ func ServerCommand() *cobra.Command {
 	f.DurationVar(&o.ReattachWindow, "reattach-window", 30*time.Second, "how long a start waits for surviving session processes to reconnect")
 	f.BoolVar(&o.UnsafeNoSandbox, "unsafe-no-sandbox", false, "where bubblewrap cannot run, run agent processes as plain host processes with this server's rights (otherwise such a host refuses to start)")
 	f.StringVar(&o.HistoryRetention, "history-retention", "never", "drop the input, result, response and output of Turns settled longer ago than this DURATION (for example 30d), keeping their status, error and timings; never: keep them")
+	f.StringVar(&o.ImplicitComputerGrace, "implicit-computer-grace", "10m", "delete a Computer made implicitly for a Session once every Session on it is closed and no Command runs for this DURATION; never: keep it until deleted")
 	cmd.AddCommand(migrateCommand())
 	f.StringVar(&o.CPUProfile, "cpu-profile", "", "write a CPU profile to this file until the server stops")
 	f.MarkHidden("cpu-profile")
