@@ -12,6 +12,7 @@ import (
 	"github.com/helmr-go/helmr/internal/controlplane"
 	"github.com/helmr-go/helmr/internal/supervisor"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // ServerCommand is `helmr server`: a control plane for others to use.
@@ -72,7 +73,7 @@ func ServerCommand() *cobra.Command {
 	f.StringVar(&o.Addr, "addr", "127.0.0.1:7070", "address to listen on")
 	f.StringVar(&o.DataDir, "data-dir", "helmr-data", "directory for the database, deployments and computers")
 	f.StringVar(&keyFile, "api-key-file", "", "keep the local API key in this file (mode 0600) instead of printing it once")
-	f.StringVar(&o.Database, "database", "", "database URL: sqlite:PATH (default sqlite in --data-dir) or postgres://… which several nodes may share (env HELMR_DATABASE_URL)")
+	DatabaseFlag(f, o, "database URL: sqlite:PATH (default sqlite in --data-dir) or postgres://… which several nodes may share (env HELMR_DATABASE_URL)")
 	f.StringVar(&o.NodeID, "node-id", "", "this node's ID among nodes sharing a PostgreSQL database (default: one made at the first start, kept in DATA_DIR/node-id)")
 	f.StringVar(&o.ComputersDir, "computers-dir", "", "where Computers keep their durable files (default DATA_DIR/computers); nodes sharing it keep a Session's /workspace when it moves between them")
 	f.DurationVar(&o.LeaseTTL, "lease-ttl", supervisor.DefaultLeaseTTL, "with several nodes: how long a node's Sessions wait after it stops renewing before another node takes them over")
@@ -179,4 +180,10 @@ func restoreCommand() *cobra.Command {
 	cmd.Flags().StringVar(&database, "database", "", "database URL: sqlite:PATH (env HELMR_DATABASE_URL); postgres://… is refused")
 	cmd.Flags().StringVar(&from, "from", "", "the backup file to restore")
 	return cmd
+}
+
+// DatabaseFlag registers --database, the store Start opens (see
+// controlplane.Config.Database), for helmr server and helmr dev.
+func DatabaseFlag(f *pflag.FlagSet, o *Options, usage string) {
+	f.StringVar(&o.Database, "database", "", usage)
 }
