@@ -1,13 +1,17 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/controlplane"
+	"github.com/helmr-go/helmr/internal/store/pgstore/pgtest"
 )
 
 // TestImplicitComputersAreDeletedAfterGrace: the Computer made for a
@@ -78,5 +82,64 @@ func TestImplicitComputersAreDeletedAfterGrace(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(p.dataDir, "computers", explicit.ID, "workspace", "kept.txt")); err != nil {
 		t.Fatalf("the explicit Computer's files: %v", err)
+	}
+}
+
+// TestImplicitComputersDeletedOnceAcrossNodes: two helmr server processes
+// on one PostgreSQL database both delete idle implicit Computers; each
+// Computer is deleted by exactly one of them, without errors.
+func TestImplicitComputersDeletedOnceAcrossNodes(t *testing.T) {
+	db := pgtest.URL(t)
+	dir := t.TempDir()
+	computers := filepath.Join(dir, "computers")
+	c := &nodes{t: t, dead: make([]atomic.Bool, 2)}
+	for i := range 2 {
+		d := filepath.Join(dir, fmt.Sprintf("node%d", i))
+		c.dirs = append(c.dirs, d)
+		c.srv = append(c.srv, startServer(t, d, "server", "--database", db, "--computers-dir", computers,
+			"--implicit-computer-grace", "200ms", "--stop-sessions"))
+	}
+	c.key = c.srv[0].key
+	c.deploy(0)
+	var ids []string
+	for i := range 4 {
+		var r helmrtype.SessionCreateReceipt
+		c.must(i%2, "POST", "/v1/sessions", helmrtype.SessionCreateRequest{Agent: "files", Input: text("write note.txt x"),
+			IdempotencyKey: fmt.Sprintf("s%d", i)}, &r)
+		var w helmrtype.TimedTurnWaitResult
+		c.must(i%2, "GET", "/v1/sessions/"+r.Session.ID+"/turns/"+r.Turn.ID+"/wait?timeout=60s", nil, &w)
+		if w.Outcome == nil || w.Outcome.Status != helmrtype.TurnCompleted {
+			t.Fatalf("turn %d: %+v", i, w)
+		}
+		var s helmrtype.Session
+		c.must(0, "GET", "/v1/sessions/"+r.Session.ID, nil, &s)
+		ids = append(ids, *s.ComputerID)
+		c.must(i%2, "POST", "/v1/sessions/"+r.Session.ID+"/close", map[string]any{}, nil)
+	}
+	for _, id := range ids {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			var st helmrtype.ComputerState
+			c.must(1, "GET", "/v1/computers/"+id, nil, &st)
+			if st.Status == helmrtype.ComputerDeleted {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("computer %s: %+v", id, st)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if _, err := os.Stat(filepath.Join(computers, id)); !os.IsNotExist(err) {
+			t.Errorf("computer %s's directory: %v", id, err)
+		}
+	}
+	logs := c.srv[0].output() + c.srv[1].output()
+	for _, id := range ids {
+		if n := strings.Count(logs, `msg="deleted an implicit computer nothing used" computer_id=`+id); n != 1 {
+			t.Errorf("computer %s deleted %d times:\n%s", id, n, logs)
+		}
+	}
+	if strings.Contains(logs, "delete idle implicit computers") && strings.Contains(logs, "level=ERROR") {
+		t.Errorf("errors in the logs:\n%s", logs)
 	}
 }
