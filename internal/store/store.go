@@ -281,7 +281,7 @@ type Tx interface {
 	// IdleImplicitComputers lists, by ID after afterID, the implicit
 	// Computers that are available and that nothing uses: every Session
 	// placed on them is closed and none of their Commands is queued or
-	// running (migration 0012_implicit_computers).
+	// running (migration 0013_implicit_computers).
 	IdleImplicitComputers(ctx context.Context, afterID string, limit int) ([]Computer, error)
 
 	// Commands

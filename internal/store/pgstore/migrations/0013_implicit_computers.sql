@@ -1,4 +1,4 @@
--- The PostgreSQL form of the SQLite store's 0012_implicit_computers: a
+-- The PostgreSQL form of the SQLite store's 0013_implicit_computers: a
 -- Computer made implicitly for a Session is marked implicit, and deleted
 -- once nothing uses it. Computers made before it read as explicit.
 
