@@ -71,6 +71,8 @@ func TestAgentValidatesItsDefinition(t *testing.T) {
 func TestTemplateValidates(t *testing.T) {
 	mustPanic(t, "Image is required", func() { Template(TemplateSpec{ID: "x"}) })
 	mustPanic(t, "From(ref) or FromHost()", func() { Template(TemplateSpec{ID: "x", Image: Image("x")}) })
+	mustPanic(t, "takes no build steps", func() { Template(TemplateSpec{ID: "x", Image: Image("x").FromHost().Run("true")}) })
+	mustPanic(t, "takes no build steps", func() { Template(TemplateSpec{ID: "x", Image: Image("x").Env("A", "1").FromHost()}) })
 	mustPanic(t, "memory", func() {
 		Template(TemplateSpec{ID: "x", Image: Image("x").FromHost(), Resources: Resources{Memory: "lots"}})
 	})

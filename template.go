@@ -112,6 +112,9 @@ func Template(spec TemplateSpec) *TemplateDef {
 	if spec.Image.m.From == "" && !spec.Image.m.Host {
 		panic(fmt.Sprintf("helmr.Template %q: the image needs From(ref) or FromHost()", spec.ID))
 	}
+	if spec.Image.m.Host && len(spec.Image.m.Steps) > 0 {
+		panic(fmt.Sprintf("helmr.Template %q: image %q is FromHost(), which takes no build steps (Run, Copy, Env, Workdir, User); build on From(ref) or From(\"scratch\")", spec.ID, spec.Image.m.Name))
+	}
 	r := helmrtype.ResourcesManifest{CPU: spec.Resources.CPU, Memory: spec.Resources.Memory,
 		Processes: spec.Resources.Processes, Disk: spec.Resources.Disk}
 	if err := r.Check(); err != nil {

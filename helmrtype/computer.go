@@ -36,6 +36,9 @@ type ComputerState struct {
 	Error     *Error     `json:"error,omitempty"`
 	CreatedAt time.Time  `json:"created_at"`
 	DeletedAt *time.Time `json:"deleted_at,omitempty"`
+	// Implicit is set for a Computer made for a Session at its first
+	// launch: it is deleted once nothing has used it for a grace period.
+	Implicit bool `json:"implicit,omitempty"`
 }
 
 // ComputerCreateRequest is the body of POST /v1/computers.

@@ -86,6 +86,12 @@ type Config struct {
 	// than this (see engine.ExpirePayloads), in the background; 0 keeps
 	// them forever. Negative is refused.
 	HistoryRetention time.Duration
+	// ImplicitComputerGrace is how long a Computer made implicitly for a
+	// Session is kept once every Session on it is closed and no Command
+	// runs; then it is deleted, files and cgroups too. Default
+	// engine.DefaultImplicitComputerGrace (10 minutes); negative keeps
+	// such Computers until deleted through the API.
+	ImplicitComputerGrace time.Duration
 }
 
 // ControlPlane is a running control plane.
@@ -108,8 +114,10 @@ type ControlPlane struct {
 	stopSweep context.CancelFunc
 	sweepDone chan struct{}
 	// expiryDone is closed when the payload expiry ends (at once without
-	// a HistoryRetention).
+	// a HistoryRetention), reapDone when the deletion of idle implicit
+	// Computers ends.
 	expiryDone chan struct{}
+	reapDone   chan struct{}
 
 	// cleanups run when the control plane stops: they remove the cgroups
 	// it made that nothing uses.
@@ -212,6 +220,7 @@ func (cp *ControlPlane) stopSweeping() {
 		cp.stopSweep()
 		<-cp.sweepDone
 		<-cp.expiryDone
+		<-cp.reapDone
 		cp.stopSweep = nil
 	}
 }
@@ -247,6 +256,31 @@ func (cp *ControlPlane) expirePayloads(ctx context.Context) {
 	}
 }
 
+// reapComputers deletes the implicit Computers nothing has used for
+// ImplicitComputerGrace until ctx ends: at once, then every
+// expiryInterval of the grace (half of it, from 100 ms to a minute).
+func (cp *ControlPlane) reapComputers(ctx context.Context) {
+	defer close(cp.reapDone)
+	grace := cp.cfg.ImplicitComputerGrace
+	if grace < 0 {
+		return
+	}
+	t := time.NewTicker(expiryInterval(grace))
+	defer t.Stop()
+	for {
+		if n, err := cp.Engine.ReapIdleComputers(ctx, grace); err != nil && ctx.Err() == nil {
+			cp.log.Error("delete idle implicit computers", "err", err)
+		} else if n > 0 {
+			cp.log.Info("deleted idle implicit computers", "count", n, "grace", grace)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
 // Open opens the store, recovers from a previous run and starts the
 // session-protocol socket. Serve then serves the REST API.
 func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
@@ -261,6 +295,9 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	}
 	if cfg.MinFreeBytes == 0 {
 		cfg.MinFreeBytes = DefaultMinFreeBytes
+	}
+	if cfg.ImplicitComputerGrace == 0 {
+		cfg.ImplicitComputerGrace = engine.DefaultImplicitComputerGrace
 	}
 	if cfg.FreeSpace == nil {
 		cfg.FreeSpace = statfsFree
@@ -374,11 +411,12 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		cp.Close(ctx)
 		return nil, err
 	}
-	cp.sweepDone, cp.expiryDone = make(chan struct{}), make(chan struct{})
+	cp.sweepDone, cp.expiryDone, cp.reapDone = make(chan struct{}), make(chan struct{}), make(chan struct{})
 	sctx, stop := context.WithCancel(context.Background())
 	cp.stopSweep = stop
 	go cp.sweepIdle(sctx)
 	go cp.expirePayloads(sctx)
+	go cp.reapComputers(sctx)
 	return cp, nil
 }
 

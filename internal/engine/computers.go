@@ -54,7 +54,7 @@ func (e *Engine) commandRunner() CommandRunner {
 
 func (e *Engine) computerView(c *store.Computer) helmrtype.ComputerState {
 	v := helmrtype.ComputerState{ID: c.ID, Template: c.Template, DeploymentID: c.DeploymentID, Key: c.Key,
-		Status: c.Status, Residency: helmrtype.ResidencyCold, CreatedAt: c.CreatedAt, DeletedAt: c.DeletedAt}
+		Status: c.Status, Residency: helmrtype.ResidencyCold, CreatedAt: c.CreatedAt, DeletedAt: c.DeletedAt, Implicit: c.Implicit}
 	if c.Status == helmrtype.ComputerAvailable {
 		v.Residency, v.Error = e.commandRunner().Residency(c.ID)
 	}
@@ -230,24 +230,11 @@ func (e *Engine) DeleteComputer(ctx context.Context, id string) (*helmrtype.Comp
 		if c.Status == helmrtype.ComputerDeleted {
 			return nil
 		}
-		sessions, err := tx.ListSessions(ctx, store.SessionFilter{ComputerID: id,
-			Statuses: []string{helmrtype.SessionOpen, helmrtype.SessionClosing}, Limit: 1})
-		if err != nil {
-			return err
-		}
-		if len(sessions) > 0 {
-			return &helmrtype.Error{Code: helmrtype.CodeConflict, Message: "computer " + id + " has Sessions that are not closed (such as " + sessions[0].ID + "); close them first",
-				Details: map[string]any{"session_id": sessions[0].ID}}
-		}
-		cmds, err := tx.UnfinishedCommands(ctx)
-		if err != nil {
-			return err
-		}
-		for _, cmd := range cmds {
-			if cmd.ComputerID == id {
-				return &helmrtype.Error{Code: helmrtype.CodeConflict, Message: "computer " + id + " runs command " + cmd.ID + "; cancel it first",
-					Details: map[string]any{"command_id": cmd.ID}}
+		if busy, err := e.computerBusyTx(ctx, tx, id); err != nil || busy != nil {
+			if busy != nil {
+				return busy
 			}
+			return err
 		}
 		c.Status = helmrtype.ComputerDeleting
 		return tx.UpdateComputer(ctx, c)
@@ -256,15 +243,7 @@ func (e *Engine) DeleteComputer(ctx context.Context, id string) (*helmrtype.Comp
 		return nil, err
 	}
 	if c.Status == helmrtype.ComputerDeleting {
-		if err := e.commandRunner().RemoveComputer(ctx, id); err != nil {
-			return nil, err
-		}
-		err = e.store.Update(ctx, func(tx store.Tx) error {
-			now := e.Now()
-			c.Status, c.DeletedAt = helmrtype.ComputerDeleted, &now
-			return tx.UpdateComputer(ctx, c)
-		})
-		if err != nil {
+		if err := e.removeComputer(ctx, c); err != nil {
 			return nil, err
 		}
 	}
@@ -279,19 +258,27 @@ func (e *Engine) placeSessionTx(ctx context.Context, tx store.Tx, computerID str
 	if err != nil {
 		return err
 	}
-	if c.Status != helmrtype.ComputerAvailable {
+	// Lock the row (its status unchanged): the deletion of an idle
+	// implicit Computer waits for this transaction, then sees what it
+	// placed (see reapComputer).
+	ok, err := tx.SetComputerStatus(ctx, c.ID, helmrtype.ComputerAvailable, helmrtype.ComputerAvailable)
+	if err != nil {
+		return err
+	}
+	if !ok {
 		return helmrtype.Errorf(helmrtype.CodeConflict, "computer %s is %s", c.ID, c.Status)
 	}
 	return nil
 }
 
 // computerTemplateTx returns the Template a Computer was made from, and
-// records a Computer that a Session was given before Computers had records.
+// records the implicit Computer of a Session at its first launch (or one
+// that a Session was given before Computers had records).
 func (e *Engine) computerTemplateTx(ctx context.Context, tx store.Tx, s *store.Session, now time.Time) (helmrtype.TemplateManifest, error) {
 	c, err := tx.GetComputer(ctx, s.ComputerID)
 	if errors.Is(err, store.ErrNotFound) {
 		c = &store.Computer{ID: s.ComputerID, Template: s.Template, DeploymentID: s.DeploymentID,
-			Status: helmrtype.ComputerAvailable, CreatedAt: now}
+			Status: helmrtype.ComputerAvailable, CreatedAt: now, Implicit: true}
 		if err := tx.InsertComputer(ctx, c); err != nil {
 			return helmrtype.TemplateManifest{}, err
 		}

@@ -43,6 +43,20 @@ func parseDeployment(row *store.Deployment) (*deployment, error) {
 	return d, nil
 }
 
+// checkHostImage refuses build steps on a host image: the host's
+// directories are bound read-only, so a step would never run (they are
+// not dropped silently either).
+func checkHostImage(t helmrtype.TemplateManifest) error {
+	if !t.Image.Host || len(t.Image.Steps) == 0 {
+		return nil
+	}
+	st := t.Image.Steps[0]
+	return &helmrtype.Error{Code: helmrtype.CodeInvalidRequest,
+		Message: fmt.Sprintf("template %q: image %q is FromHost(), which takes no build steps, but step 1 is %s %q; "+
+			"build on From(\"registry/name:tag\") or From(\"scratch\") instead", t.ID, t.Image.Name, st.Op, st.Args),
+		Details: map[string]any{"template": t.ID, "image": t.Image.Name, "step": 1, "op": st.Op, "args": st.Args}}
+}
+
 // ValidateManifest checks a manifest before it is published.
 func ValidateManifest(m *helmrtype.Manifest) error {
 	if m.Version != helmrtype.ManifestVersion {
@@ -65,6 +79,9 @@ func ValidateManifest(m *helmrtype.Manifest) error {
 		}
 		if _, err := helmrtype.ParseNetworkAllow(t.NetworkAllow); err != nil {
 			return invalid("template %q: %v", t.ID, err)
+		}
+		if err := checkHostImage(t); err != nil {
+			return err
 		}
 	}
 	seen := map[string]bool{}

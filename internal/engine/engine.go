@@ -100,6 +100,9 @@ type Engine struct {
 	incarnation string
 	beat        atomic.Bool
 
+	// idle tracks the implicit Computers seen unused (ReapIdleComputers).
+	idle idleComputers
+
 	keys    sync.Map // API key hash → *store.APIKey
 	parents sync.Map // Session ID → parent Session ID (immutable)
 	deps    sync.Map // deployment ID → *deployment (immutable)

@@ -271,6 +271,18 @@ type Tx interface {
 	// UpdateComputer writes Status and DeletedAt (a deleted Computer's
 	// key is free again); ErrNotFound when no Computer has the ID.
 	UpdateComputer(ctx context.Context, c *Computer) error
+	// SetComputerStatus changes a Computer's Status from from to to in one
+	// statement and reports whether it did (false when its Status is not
+	// from); ErrNotFound when no Computer has the ID. Of several
+	// transactions that make the same change at once, on any node, one
+	// does it; the others wait for it and report false. It also locks the
+	// row until the transaction ends, even when from equals to.
+	SetComputerStatus(ctx context.Context, id, from, to string) (bool, error)
+	// IdleImplicitComputers lists, by ID after afterID, the implicit
+	// Computers that are available and that nothing uses: every Session
+	// placed on them is closed and none of their Commands is queued or
+	// running (migration 0013_implicit_computers).
+	IdleImplicitComputers(ctx context.Context, afterID string, limit int) ([]Computer, error)
 
 	// Commands
 	InsertCommand(ctx context.Context, c *Command) error
@@ -307,6 +319,9 @@ type Computer struct {
 	Status    string // available, deleting, deleted
 	CreatedAt time.Time
 	DeletedAt *time.Time
+	// Implicit is set for a Computer made for a Session at its first
+	// launch (not through the API): it is deleted once nothing uses it.
+	Implicit bool
 }
 
 // Command is a process run in a Computer outside any Turn. Argv, Env and

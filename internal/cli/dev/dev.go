@@ -42,7 +42,9 @@ func Command() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&o.Addr, "addr", "127.0.0.1:7070", "loopback address to listen on")
 	f.StringVar(&o.DataDir, "data-dir", ".helmr", "directory for the database, deployments and computers")
+	serve.DatabaseFlag(f, o, "database URL: sqlite:PATH (default sqlite in --data-dir) or postgres://… (HELMR_DATABASE_URL is not read: a development loop never picks up a shared database by accident)")
 	f.StringVar(&o.Synchronous, "sqlite-synchronous", "FULL", "SQLite durability: FULL (fsync every commit) or NORMAL")
+	f.StringVar(&o.ImplicitComputerGrace, "implicit-computer-grace", "10m", "delete a Computer made implicitly for a Session this DURATION after its last Session closed; never: keep it")
 	f.StringVar(&o.LogLevel, "log-level", "warn", "log level: debug, info, warn, error")
 	f.BoolVar(&o.UnsafeNoSandbox, "unsafe-no-sandbox", false, "where bubblewrap cannot run, run agent processes as plain host processes (otherwise helmr dev refuses to start)")
 	return cmd

@@ -50,6 +50,25 @@ type Options struct {
 	// HistoryRetention is a Duration or "never" (the default, also for
 	// ""): see controlplane.Config.
 	HistoryRetention string
+	// ImplicitComputerGrace is a Duration or "never"; "" is the default
+	// (see controlplane.Config).
+	ImplicitComputerGrace string
+}
+
+// computerGrace parses --implicit-computer-grace: a Duration, "never"
+// (kept until deleted), or empty for the default.
+func (o *Options) computerGrace() (time.Duration, error) {
+	if o.ImplicitComputerGrace == "" {
+		return 0, nil
+	}
+	d, never, err := helmrtype.ParseRetention(o.ImplicitComputerGrace)
+	if err != nil || (!never && d <= 0) {
+		return 0, clienv.Usagef("--implicit-computer-grace %q: want a duration such as 10m or 1h, or never", o.ImplicitComputerGrace)
+	}
+	if never {
+		return -1, nil
+	}
+	return d, nil
 }
 
 // historyRetention parses --history-retention: a Duration, or "never"
@@ -116,10 +135,14 @@ func Start(ctx context.Context, o *Options, logw io.Writer) (*Running, error) {
 	if err != nil {
 		return nil, err
 	}
+	grace, err := o.computerGrace()
+	if err != nil {
+		return nil, err
+	}
 	cp, err := controlplane.Open(ctx, controlplane.Config{DataDir: o.DataDir, Database: o.Database, Synchronous: o.Synchronous, Logger: log,
 		ReconnectWindow: o.ReconnectWindow, ReattachWindow: o.ReattachWindow, PublicURL: o.PublicURL,
 		MinFreeBytes: o.MinFreeBytes, UnsafeNoSandbox: o.UnsafeNoSandbox, NodeID: o.NodeID, LeaseTTL: o.LeaseTTL,
-		ComputersDir: o.ComputersDir, HistoryRetention: retention})
+		ComputersDir: o.ComputersDir, HistoryRetention: retention, ImplicitComputerGrace: grace})
 	if err != nil {
 		return nil, err
 	}

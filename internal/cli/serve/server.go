@@ -8,9 +8,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/helmr-go/helmr/internal/cli/clienv"
 	"github.com/helmr-go/helmr/internal/controlplane"
 	"github.com/helmr-go/helmr/internal/supervisor"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // ServerCommand is `helmr server`: a control plane for others to use.
@@ -71,7 +73,7 @@ func ServerCommand() *cobra.Command {
 	f.StringVar(&o.Addr, "addr", "127.0.0.1:7070", "address to listen on")
 	f.StringVar(&o.DataDir, "data-dir", "helmr-data", "directory for the database, deployments and computers")
 	f.StringVar(&keyFile, "api-key-file", "", "keep the local API key in this file (mode 0600) instead of printing it once")
-	f.StringVar(&o.Database, "database", "", "database URL: sqlite:PATH (default sqlite in --data-dir) or postgres://… which several nodes may share (env HELMR_DATABASE_URL)")
+	DatabaseFlag(f, o, "database URL: sqlite:PATH (default sqlite in --data-dir) or postgres://… which several nodes may share (env HELMR_DATABASE_URL)")
 	f.StringVar(&o.NodeID, "node-id", "", "this node's ID among nodes sharing a PostgreSQL database (default: one made at the first start, kept in DATA_DIR/node-id)")
 	f.StringVar(&o.ComputersDir, "computers-dir", "", "where Computers keep their durable files (default DATA_DIR/computers); nodes sharing it keep a Session's /workspace when it moves between them")
 	f.DurationVar(&o.LeaseTTL, "lease-ttl", supervisor.DefaultLeaseTTL, "with several nodes: how long a node's Sessions wait after it stops renewing before another node takes them over")
@@ -84,7 +86,8 @@ func ServerCommand() *cobra.Command {
 	f.DurationVar(&o.ReattachWindow, "reattach-window", 30*time.Second, "how long a start waits for surviving session processes to reconnect")
 	f.BoolVar(&o.UnsafeNoSandbox, "unsafe-no-sandbox", false, "where bubblewrap cannot run, run agent processes as plain host processes with this server's rights (otherwise such a host refuses to start)")
 	f.StringVar(&o.HistoryRetention, "history-retention", "never", "drop the input, result, response and output of Turns settled longer ago than this DURATION (for example 30d), keeping their status, error and timings; never: keep them")
-	cmd.AddCommand(migrateCommand())
+	f.StringVar(&o.ImplicitComputerGrace, "implicit-computer-grace", "10m", "delete a Computer made implicitly for a Session once every Session on it is closed and no Command runs for this DURATION; never: keep it until deleted")
+	cmd.AddCommand(migrateCommand(), backupCommand(), restoreCommand())
 	f.StringVar(&o.CPUProfile, "cpu-profile", "", "write a CPU profile to this file until the server stops")
 	f.MarkHidden("cpu-profile")
 	return cmd
@@ -114,4 +117,73 @@ func migrateCommand() *cobra.Command {
 	cmd.Flags().StringVar(&dataDir, "data-dir", "helmr-data", "directory of the default SQLite database")
 	cmd.Flags().StringVar(&database, "database", "", "database URL: sqlite:PATH or postgres://… (env HELMR_DATABASE_URL)")
 	return cmd
+}
+
+// backupCommand is `helmr server backup`: a consistent copy of the SQLite
+// store, taken while the server runs.
+func backupCommand() *cobra.Command {
+	var dataDir, database, to string
+	cmd := &cobra.Command{
+		Use:   "backup --to FILE",
+		Short: "Copy the SQLite database consistently, while the server runs",
+		Long: "Write a consistent copy of the SQLite database to FILE (a new file), while a server may go on\n" +
+			"running on it: the copy holds every record acknowledged before the backup began and passes an\n" +
+			"integrity check. Copy DATA_DIR/deployments too (agent binaries, immutable). A PostgreSQL\n" +
+			"database is refused: use pg_dump.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if to == "" {
+				return clienv.Usagef("--to FILE is required")
+			}
+			if database == "" {
+				database = os.Getenv("HELMR_DATABASE_URL")
+			}
+			if err := controlplane.Backup(cmd.Context(), controlplane.Config{DataDir: dataDir, Database: database}, to); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "backed up to %s (integrity check ok)\n", to)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dataDir, "data-dir", "helmr-data", "directory of the default SQLite database")
+	cmd.Flags().StringVar(&database, "database", "", "database URL: sqlite:PATH (env HELMR_DATABASE_URL); postgres://… is refused")
+	cmd.Flags().StringVar(&to, "to", "", "the new file to write the copy to")
+	return cmd
+}
+
+// restoreCommand is `helmr server restore`: put a backup in place of the
+// SQLite store of a stopped server.
+func restoreCommand() *cobra.Command {
+	var dataDir, database, from string
+	cmd := &cobra.Command{
+		Use:   "restore --from FILE",
+		Short: "Replace the SQLite database of a stopped server with a backup",
+		Long: "Check the backup in FILE and put it in place of the SQLite database (its write-ahead log\n" +
+			"removed with it). The server on DATA_DIR must be stopped. A PostgreSQL database is refused:\n" +
+			"use pg_restore or psql.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if from == "" {
+				return clienv.Usagef("--from FILE is required")
+			}
+			if database == "" {
+				database = os.Getenv("HELMR_DATABASE_URL")
+			}
+			if err := controlplane.Restore(cmd.Context(), controlplane.Config{DataDir: dataDir, Database: database}, from); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "restored %s; start the server on it\n", from)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dataDir, "data-dir", "helmr-data", "directory of the default SQLite database")
+	cmd.Flags().StringVar(&database, "database", "", "database URL: sqlite:PATH (env HELMR_DATABASE_URL); postgres://… is refused")
+	cmd.Flags().StringVar(&from, "from", "", "the backup file to restore")
+	return cmd
+}
+
+// DatabaseFlag registers --database, the store Start opens (see
+// controlplane.Config.Database), for helmr server and helmr dev.
+func DatabaseFlag(f *pflag.FlagSet, o *Options, usage string) {
+	f.StringVar(&o.Database, "database", "", usage)
 }

@@ -62,12 +62,12 @@ func fromStrs(s string) ([]string, error) {
 
 // --- computers ---
 
-const computerCols = `id, template, deployment_id, key, status, created_at, deleted_at`
+const computerCols = `id, template, deployment_id, key, status, created_at, deleted_at, implicit`
 
 func scanComputer(row pgx.Row) (*store.Computer, error) {
 	var c store.Computer
 	var key *string
-	if err := row.Scan(&c.ID, &c.Template, &c.DeploymentID, &key, &c.Status, &c.CreatedAt, &c.DeletedAt); err != nil {
+	if err := row.Scan(&c.ID, &c.Template, &c.DeploymentID, &key, &c.Status, &c.CreatedAt, &c.DeletedAt, &c.Implicit); err != nil {
 		return nil, err
 	}
 	if key != nil {
@@ -78,8 +78,8 @@ func scanComputer(row pgx.Row) (*store.Computer, error) {
 }
 
 func (t *tx) InsertComputer(ctx context.Context, c *store.Computer) error {
-	return t.insert(ctx, nil, `INSERT INTO computers(`+computerCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-		c.ID, c.Template, c.DeploymentID, nullString(c.Key), c.Status, c.CreatedAt, c.DeletedAt)
+	return t.insert(ctx, nil, `INSERT INTO computers(`+computerCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+		c.ID, c.Template, c.DeploymentID, nullString(c.Key), c.Status, c.CreatedAt, c.DeletedAt, c.Implicit)
 }
 
 func (t *tx) GetComputer(ctx context.Context, id string) (*store.Computer, error) {
@@ -101,6 +101,31 @@ func (t *tx) ListComputers(ctx context.Context, afterID string, limit int) ([]st
 // insert it fails the PostgreSQL transaction.)
 func (t *tx) UpdateComputer(ctx context.Context, c *store.Computer) error {
 	return t.updateRow(ctx, `UPDATE computers SET status = $1, deleted_at = $2 WHERE id = $3`, c.Status, c.DeletedAt, c.ID)
+}
+
+// SetComputerStatus is one UPDATE: in READ COMMITTED a second transaction
+// changing the same row waits for the first to end, then sees its status
+// and changes nothing, so one node wins a race.
+func (t *tx) SetComputerStatus(ctx context.Context, id, from, to string) (bool, error) {
+	if err := t.write(); err != nil {
+		return false, err
+	}
+	var set, exists bool
+	err := t.one(ctx, `WITH u AS (UPDATE computers SET status = $2 WHERE id = $1 AND status = $3 RETURNING 1)
+ SELECT EXISTS (SELECT 1 FROM u), EXISTS (SELECT 1 FROM computers WHERE id = $1)`, []any{id, to, from}, &set, &exists)
+	if err == nil && !exists {
+		err = store.ErrNotFound
+	}
+	return set, err
+}
+
+func (t *tx) IdleImplicitComputers(ctx context.Context, afterID string, limit int) ([]store.Computer, error) {
+	rows, err := t.q.Query(ctx, `SELECT `+computerCols+` FROM computers c
+ WHERE c.implicit AND c.status = 'available' AND c.id > $1
+   AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.computer_id = c.id AND s.status <> 'closed')
+   AND NOT EXISTS (SELECT 1 FROM commands m WHERE m.computer_id = c.id AND m.status IN ('queued', 'running'))
+ ORDER BY c.id LIMIT $2`, afterID, limit)
+	return collect(rows, err, scanComputer)
 }
 
 // --- commands ---

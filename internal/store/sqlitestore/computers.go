@@ -66,14 +66,14 @@ func nullInt(p *int) any {
 
 // --- computers ---
 
-const computerCols = `id, template, deployment_id, key, status, created_at, deleted_at`
+const computerCols = `id, template, deployment_id, key, status, created_at, deleted_at, implicit`
 
 func scanComputer(sc interface{ Scan(...any) error }) (*store.Computer, error) {
 	var c store.Computer
 	var key sql.NullString
 	var created int64
 	var deleted sql.NullInt64
-	if err := sc.Scan(&c.ID, &c.Template, &c.DeploymentID, &key, &c.Status, &created, &deleted); err != nil {
+	if err := sc.Scan(&c.ID, &c.Template, &c.DeploymentID, &key, &c.Status, &created, &deleted, &c.Implicit); err != nil {
 		return nil, err
 	}
 	c.Key = key.String
@@ -82,8 +82,8 @@ func scanComputer(sc interface{ Scan(...any) error }) (*store.Computer, error) {
 }
 
 func (t *tx) InsertComputer(ctx context.Context, c *store.Computer) error {
-	return t.exec(ctx, `INSERT INTO computers(`+computerCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		c.ID, c.Template, c.DeploymentID, nullString(c.Key), c.Status, micros(c.CreatedAt), nullMicros(c.DeletedAt))
+	return t.exec(ctx, `INSERT INTO computers(`+computerCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		c.ID, c.Template, c.DeploymentID, nullString(c.Key), c.Status, micros(c.CreatedAt), nullMicros(c.DeletedAt), c.Implicit)
 }
 
 func (t *tx) GetComputer(ctx context.Context, id string) (*store.Computer, error) {
@@ -102,6 +102,26 @@ func (t *tx) ListComputers(ctx context.Context, afterID string, limit int) ([]st
 
 func (t *tx) UpdateComputer(ctx context.Context, c *store.Computer) error {
 	return t.updateRow(ctx, `UPDATE computers SET status = ?, deleted_at = ? WHERE id = ?`, c.Status, nullMicros(c.DeletedAt), c.ID)
+}
+
+// SetComputerStatus needs no lock of its own: the store has one writer.
+func (t *tx) SetComputerStatus(ctx context.Context, id, from, to string) (bool, error) {
+	if _, err := t.GetComputer(ctx, id); err != nil {
+		return false, err
+	}
+	err := t.updateRow(ctx, `UPDATE computers SET status = ? WHERE id = ? AND status = ?`, to, id, from)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (t *tx) IdleImplicitComputers(ctx context.Context, afterID string, limit int) ([]store.Computer, error) {
+	return queryAll(ctx, t, scanComputer, `SELECT `+computerCols+` FROM computers c INDEXED BY computers_implicit_live
+ WHERE c.implicit = 1 AND c.status = 'available' AND c.id > ?
+   AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.computer_id = c.id AND s.status <> 'closed')
+   AND NOT EXISTS (SELECT 1 FROM commands m WHERE m.computer_id = c.id AND m.status IN ('queued', 'running'))
+ ORDER BY c.id LIMIT ?`, afterID, limit)
 }
 
 // --- commands ---

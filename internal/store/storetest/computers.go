@@ -527,3 +527,111 @@ func testCommandLogs(t *testing.T, s store.Store) {
 		return nil
 	})
 }
+
+// testImplicitComputers: Implicit reads back; IdleImplicitComputers lists
+// the available implicit Computers with no Session that is not closed and
+// no unfinished Command; SetComputerStatus is a compare-and-set that one
+// of several concurrent transactions wins.
+func testImplicitComputers(t *testing.T, s store.Store) {
+	mk := func(id string, implicit bool, status string) *store.Computer {
+		c := newComputer(id, "", status, 1)
+		c.Implicit = implicit
+		return c
+	}
+	idle := mk("cmp-1", true, "available")      // its Session is closed
+	busy := mk("cmp-2", true, "available")      // an open Session
+	running := mk("cmp-3", true, "available")   // a running Command
+	explicit := mk("cmp-4", false, "available") // nothing on it, but explicit
+	deleting := mk("cmp-5", true, "deleting")
+	bare := mk("cmp-6", true, "available")      // nothing on it at all
+	closingOn := mk("cmp-7", true, "available") // a closing Session
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, c := range []*store.Computer{idle, busy, running, explicit, deleting, bare, closingOn} {
+			wantOK(t, "InsertComputer("+c.ID+")", tx.InsertComputer(ctx, c))
+		}
+		closed := newSession("ses-1", "a", "")
+		closed.Status, closed.ComputerID = "closed", idle.ID
+		open := newSession("ses-2", "a", "")
+		open.ComputerID = busy.ID
+		closing := newSession("ses-3", "a", "")
+		closing.Status, closing.ComputerID = "closing", closingOn.ID
+		for _, ss := range []*store.Session{closed, open, closing} {
+			wantOK(t, "InsertSession("+ss.ID+")", tx.InsertSession(ctx, ss))
+		}
+		wantOK(t, "InsertCommand", tx.InsertCommand(ctx, &store.Command{ID: "cmd-1", ComputerID: running.ID, Argv: []string{"true"},
+			Status: "running", CreatedAt: at(2), StartedAt: ptr(at(2))}))
+		wantOK(t, "InsertCommand", tx.InsertCommand(ctx, &store.Command{ID: "cmd-2", ComputerID: idle.ID, Argv: []string{"true"},
+			Status: "exited", ExitCode: ptr(0), CreatedAt: at(2), StartedAt: ptr(at(2)), EndedAt: ptr(at(3))}))
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		got, err := tx.GetComputer(ctx, idle.ID)
+		if err != nil || !got.Implicit {
+			t.Errorf("GetComputer(implicit) = %+v, %v", got, err)
+		}
+		if got, err := tx.GetComputer(ctx, explicit.ID); err != nil || got.Implicit {
+			t.Errorf("GetComputer(explicit) = %+v, %v", got, err)
+		}
+		list, err := tx.IdleImplicitComputers(ctx, "", 10)
+		if ids := computerIDs(list); err != nil || !slices.Equal(ids, []string{"cmp-1", "cmp-6"}) {
+			t.Errorf("IdleImplicitComputers = %v, %v; want [cmp-1 cmp-6]", ids, err)
+		}
+		if len(list) > 0 && list[0] != storedComputer(*idle) {
+			t.Errorf("IdleImplicitComputers[0] = %+v, want %+v", list[0], storedComputer(*idle))
+		}
+		list, err = tx.IdleImplicitComputers(ctx, "cmp-1", 1)
+		if ids := computerIDs(list); err != nil || !slices.Equal(ids, []string{"cmp-6"}) {
+			t.Errorf("IdleImplicitComputers(after cmp-1, 1) = %v, %v", ids, err)
+		}
+		return nil
+	})
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		ok, err := tx.SetComputerStatus(ctx, deleting.ID, "available", "deleting")
+		if err != nil || ok {
+			t.Errorf("SetComputerStatus(from a status it does not have) = %v, %v", ok, err)
+		}
+		ok, err = tx.SetComputerStatus(ctx, busy.ID, "available", "available")
+		if err != nil || !ok {
+			t.Errorf("SetComputerStatus(available, available) = %v, %v", ok, err)
+		}
+		_, err = tx.SetComputerStatus(ctx, "cmp-9", "available", "deleting")
+		wantErr(t, "SetComputerStatus(missing)", err, store.ErrNotFound)
+		return nil
+	})
+	// Several transactions claim the same Computer at once: one wins.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	wins := 0
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := s.Update(t.Context(), func(tx store.Tx) error {
+				ok, err := tx.SetComputerStatus(t.Context(), bare.ID, "available", "deleting")
+				if ok {
+					mu.Lock()
+					wins++
+					mu.Unlock()
+				}
+				return err
+			})
+			if err != nil {
+				t.Errorf("concurrent SetComputerStatus: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if wins != 1 {
+		t.Errorf("%d concurrent claims won, want 1", wins)
+	}
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		if got, err := tx.GetComputer(ctx, bare.ID); err != nil || got.Status != "deleting" {
+			t.Errorf("claimed Computer = %+v, %v", got, err)
+		}
+		list, err := tx.IdleImplicitComputers(ctx, "", 10)
+		if ids := computerIDs(list); err != nil || !slices.Equal(ids, []string{"cmp-1"}) {
+			t.Errorf("IdleImplicitComputers after the claim = %v, %v; want [cmp-1]", ids, err)
+		}
+		return nil
+	})
+}

@@ -58,6 +58,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Holds", testHolds},
 		{"Schedules", testSchedules},
 		{"Computers", testComputers},
+		{"ImplicitComputers", testImplicitComputers},
 		{"Commands", testCommands},
 		{"CommandLogs", testCommandLogs},
 		{"Leases", testLeases},
