@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
@@ -194,15 +193,6 @@ func (cp *ControlPlane) checkDisk(ctx context.Context, was, first bool) bool {
 		return was
 	}
 	return low
-}
-
-// statfsFree is the free space of dir's disk for an unprivileged user.
-func statfsFree(dir string) (uint64, error) {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
-		return 0, err
-	}
-	return st.Bavail * uint64(st.Bsize), nil
 }
 
 // stopSweeping ends the idle sweep and the payload expiry.
@@ -508,18 +498,4 @@ func socketDir(dataDir string) (string, error) {
 func dataDirID(dataDir string) string {
 	sum := sha256.Sum256([]byte(dataDir))
 	return hex.EncodeToString(sum[:8])
-}
-
-// lockDir takes an exclusive lock on DataDir/lock: one control plane per
-// data directory, since the embedded store has a single writer.
-func lockDir(dir string) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("controlplane: %s is in use by another helmr (lock: %v)", dir, err)
-	}
-	return f, nil
 }
