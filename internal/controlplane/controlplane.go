@@ -110,6 +110,9 @@ type ControlPlane struct {
 	// a HistoryRetention).
 	expiryDone chan struct{}
 
+	// isolation: see Isolation.
+	isolation Isolation
+
 	// cleanups run when the control plane stops: they remove the cgroups
 	// it made that nothing uses.
 	cleanups []func()
@@ -322,6 +325,7 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 			lock.Close()
 			return nil, err
 		}
+		cp.isolation = Isolation{Kind: prov.Kind(), Unsandboxed: prov.Unsandboxed(), Limits: prov.Limits(), LimitsWhy: prov.LimitsWhy()}
 		l = &supervisor.ComputerLauncher{Provider: prov, Dir: dir, Images: supervisor.StoreImages{Store: images}}
 		// On cgroup v2 a process is in one group: a limited one is frozen
 		// in a child of its Computer's group, not moved out of it.
@@ -493,6 +497,22 @@ func socketDir(dataDir string) (string, error) {
 	}
 	return dir, nil
 }
+
+// Isolation says how the default launcher's Computers run.
+type Isolation struct {
+	// Kind is "bubblewrap", "unsafe" (plain host processes), or "" with a
+	// Launcher of the caller's.
+	Kind string
+	// Unsandboxed is why they are not sandboxed and how to fix it ("" when
+	// they are).
+	Unsandboxed string
+	// Limits names the cgroup mechanism of their resource limits, "" when
+	// limits are off; LimitsWhy then says why.
+	Limits, LimitsWhy string
+}
+
+// Isolation says how this control plane's Computers run.
+func (cp *ControlPlane) Isolation() Isolation { return cp.isolation }
 
 // dataDirID names a data directory in host-wide places (cgroups, /tmp).
 func dataDirID(dataDir string) string {

@@ -32,6 +32,9 @@ type Provider struct {
 	hostEtc string
 	disk    *diskWatch
 	images  *diskImages
+	// unsandboxed is why bubblewrap cannot run here and how to fix it, ""
+	// when it runs.
+	unsandboxed string
 }
 
 // New checks that bubblewrap works here (it runs a trivial sandbox) and
@@ -67,6 +70,7 @@ func New(opts Options) (*Provider, error) {
 			return nil, fmt.Errorf("%w: %v (install bubblewrap and allow user namespaces, or run with --unsafe-no-sandbox to run agent processes unisolated on the host)", ErrNoSandbox, err)
 		}
 		p.kind = KindUnsafe
+		p.unsandboxed = sandboxHint(err)
 		p.log.Warn("computers are NOT sandboxed: agent processes run as plain host processes with the control plane's rights", "reason", err)
 	} else {
 		p.log.Info("computers are sandboxed with bubblewrap", "bwrap", p.bwrap)
@@ -87,6 +91,9 @@ func New(opts Options) (*Provider, error) {
 func (p *Provider) probe() error {
 	path, err := exec.LookPath(p.opts.Bwrap)
 	if err != nil {
+		if errors.Is(err, exec.ErrNotFound) {
+			return fmt.Errorf("%w (%v)", errNoBwrap, err)
+		}
 		return err
 	}
 	p.bwrap = path
@@ -106,8 +113,32 @@ func (p *Provider) probe() error {
 	return nil
 }
 
+// errNoBwrap is the probe's error when bubblewrap is not on PATH.
+var errNoBwrap = errors.New("bubblewrap (bwrap) is not installed: not found on PATH")
+
+// sandboxHint turns the probe's error into what is missing and how to
+// install or allow it.
+func sandboxHint(err error) string {
+	if errors.Is(err, errNoBwrap) {
+		return err.Error() + "; install it (Debian/Ubuntu: sudo apt-get install bubblewrap, or `make setup` as root; Fedora: sudo dnf install bubblewrap) and start again"
+	}
+	return "bubblewrap cannot make a sandbox here (" + err.Error() + "); it needs user namespaces: allow them (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu 24.04 and later sysctl kernel.apparmor_restrict_unprivileged_userns=0, or an AppArmor profile for bwrap) and start again"
+}
+
 // Kind is "bubblewrap" or "unsafe".
 func (p *Provider) Kind() string { return p.kind }
+
+// Unsandboxed says why processes run unsandboxed and how to fix it; ""
+// when bubblewrap sandboxes them.
+func (p *Provider) Unsandboxed() string { return p.unsandboxed }
+
+// LimitsWhy says why resource limits are not enforced ("" when they are).
+func (p *Provider) LimitsWhy() string {
+	if p.limits.kind() != "" {
+		return ""
+	}
+	return p.limits.why
+}
 
 // Limits names the cgroup mechanism that enforces resource limits ("" if
 // none can).
