@@ -57,6 +57,12 @@ type Config struct {
 	// plain host processes when this host cannot sandbox them. Without
 	// it, such a host refuses to start.
 	UnsafeNoSandbox bool
+	// RequireLimits makes PublishDeployment refuse a Deployment whose
+	// Templates set resource limits (cpu, memory, processes, disk) that
+	// the default launcher's host cannot enforce (helmr server without
+	// --allow-unlimited); otherwise such limits are off, as Isolation and
+	// each Computer's limits_off say.
+	RequireLimits bool
 	Clock           engine.Clock
 	Logger          *slog.Logger
 	// PublicURL is the base URL clients reach the API at (Token callback
@@ -112,6 +118,9 @@ type ControlPlane struct {
 
 	// isolation: see Isolation.
 	isolation Isolation
+	// unenforced lists the limits of a Template the host cannot enforce;
+	// nil with a Launcher of the caller's.
+	unenforced func(helmrtype.ResourcesManifest) []string
 
 	// cleanups run when the control plane stops: they remove the cgroups
 	// it made that nothing uses.
@@ -326,6 +335,10 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 			return nil, err
 		}
 		cp.isolation = Isolation{Kind: prov.Kind(), Unsandboxed: prov.Unsandboxed(), Limits: prov.Limits(), LimitsWhy: prov.LimitsWhy()}
+		cp.unenforced = prov.Unenforced
+		if prov.Limits() == "" {
+			cp.Engine.SetLimitsOff(prov.LimitsWhy())
+		}
 		l = &supervisor.ComputerLauncher{Provider: prov, Dir: dir, Images: supervisor.StoreImages{Store: images}}
 		// On cgroup v2 a process is in one group: a limited one is frozen
 		// in a child of its Computer's group, not moved out of it.

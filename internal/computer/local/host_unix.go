@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"syscall"
 
+	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/computer"
 )
 
@@ -46,7 +47,7 @@ func New(opts Options) (*Provider, error) {
 	}
 	p := &Provider{opts: opts, log: opts.Logger}
 	p.log.Warn("computers are NOT sandboxed: agent processes run as plain host processes with the control plane's rights", "reason", noSandboxHere)
-	p.log.Warn("computers: resource limits are not enforced", "reason", "cgroups need Linux; this is "+runtime.GOOS)
+	p.log.Warn("computers: resource limits are not enforced", "reason", "cgroups need Linux; this is "+runtime.GOOS+"; disk limits are not enforced either")
 	return p, nil
 }
 
@@ -142,4 +143,10 @@ func (p *Provider) Start(ctx context.Context, spec computer.Spec, ps computer.Pr
 // RunStep refuses: image build steps need a bubblewrap sandbox.
 func (p *Provider) RunStep(ctx context.Context, root string, argv, env []string, workdir, user string) error {
 	return errors.New("local: image build steps need a sandbox (bubblewrap on Linux); this host runs unsandboxed")
+}
+
+// Unenforced lists the limits r sets ("cpu", "memory", "processes",
+// "disk"): none is enforced off Linux.
+func (p *Provider) Unenforced(r helmrtype.ResourcesManifest) []string {
+	return unenforced(r, false, false)
 }

@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/computer"
 )
 
@@ -111,4 +112,25 @@ func tail(b []byte, n int) string {
 		b = b[len(b)-n:]
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// unenforced lists which of r's limits a host without cgroup limits
+// (limits false) or without disk limits (disk false) cannot enforce.
+func unenforced(r helmrtype.ResourcesManifest, limits, disk bool) []string {
+	var out []string
+	if !limits {
+		if r.CPU > 0 {
+			out = append(out, "cpu")
+		}
+		if r.Memory != "" {
+			out = append(out, "memory")
+		}
+		if r.Processes > 0 {
+			out = append(out, "processes")
+		}
+	}
+	if !disk && r.Disk != "" {
+		out = append(out, "disk")
+	}
+	return out
 }

@@ -132,6 +132,13 @@ func (p *Provider) Kind() string { return p.kind }
 // when bubblewrap sandboxes them.
 func (p *Provider) Unsandboxed() string { return p.unsandboxed }
 
+// Unenforced lists the limits r sets ("cpu", "memory", "processes",
+// "disk") that this host does not enforce: all but disk without cgroups
+// (a disk limit is measured and enforced without them).
+func (p *Provider) Unenforced(r helmrtype.ResourcesManifest) []string {
+	return unenforced(r, p.limits.kind() != "", true)
+}
+
 // LimitsWhy says why resource limits are not enforced ("" when they are).
 func (p *Provider) LimitsWhy() string {
 	if p.limits.kind() != "" {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"runtime"
 
+	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/computer"
 )
 
@@ -52,4 +53,9 @@ func (p *Provider) Delete(ctx context.Context, id string) error { return ErrUnsu
 // RunStep returns ErrUnsupportedOS.
 func (p *Provider) RunStep(ctx context.Context, root string, argv, env []string, workdir, user string) error {
 	return ErrUnsupportedOS
+}
+
+// Unenforced lists the limits r sets: none is enforced here.
+func (p *Provider) Unenforced(r helmrtype.ResourcesManifest) []string {
+	return unenforced(r, false, false)
 }
