@@ -168,20 +168,16 @@ func (cp *ControlPlane) resolveBinary(ctx context.Context, digest, path string) 
 	return deploy.StoreAs(cp.DeploymentsDir(), bytes.NewReader(b), digest)
 }
 
-// ErrUnlimited is returned by PublishDeployment (with RequireLimits) for a
-// Template whose resource limits this host cannot enforce.
-var ErrUnlimited = errors.New("controlplane: this host cannot enforce the resource limits a Template sets")
-
 // checkLimits refuses, with RequireLimits, Templates of m whose limits the
-// host does not enforce.
+// host does not enforce (code limits_unenforced).
 func (cp *ControlPlane) checkLimits(m helmrtype.Manifest) error {
 	if !cp.cfg.RequireLimits || cp.unenforced == nil {
 		return nil
 	}
 	for _, t := range m.Templates {
 		if off := cp.unenforced(t.Resources); len(off) > 0 {
-			return fmt.Errorf("%w: Template %q sets %s limits, which are off here (%s); start helmr server with --allow-unlimited to run it without them",
-				ErrUnlimited, t.ID, strings.Join(off, ", "), cp.isolation.LimitsWhy)
+			return helmrtype.Errorf(helmrtype.CodeLimitsUnenforced, "Template %q sets %s limits, which this host cannot enforce (%s); start helmr server with --allow-unlimited to run it without them",
+				t.ID, strings.Join(off, ", "), cp.isolation.LimitsWhy)
 		}
 	}
 	return nil
