@@ -63,8 +63,8 @@ type Config struct {
 	// --allow-unlimited); otherwise such limits are off, as Isolation and
 	// each Computer's limits_off say.
 	RequireLimits bool
-	Clock           engine.Clock
-	Logger          *slog.Logger
+	Clock         engine.Clock
+	Logger        *slog.Logger
 	// PublicURL is the base URL clients reach the API at (Token callback
 	// URLs); default the address Serve listens on.
 	PublicURL string
