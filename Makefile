@@ -5,9 +5,11 @@ setup:
 	bash .ci/setup
 	bash .ci/npm-deps
 
-# The whole suite: the npm dependencies (lockfiles) and the SDK build, the
-# Go tests (which run the TypeScript agents too), the TypeScript SDK's tests.
-test: npm-deps test-go test-ts
+# The whole suite: what the tests need (system packages where root can
+# install them, .ci/setup; the npm dependencies from their lockfiles and
+# the SDK build), the Go tests (which run the TypeScript agents too), the
+# TypeScript SDK's tests.
+test: setup test-go test-ts
 
 npm-deps:
 	bash .ci/npm-deps

@@ -33,7 +33,10 @@ type ComputerState struct {
 	Status       string `json:"status"`
 	Residency    string `json:"residency"`
 	// Error says why the residency is unavailable.
-	Error     *Error     `json:"error,omitempty"`
+	Error *Error `json:"error,omitempty"`
+	// LimitsOff says why the host does not enforce its Template's cpu,
+	// memory and process limits ("" when it does).
+	LimitsOff string     `json:"limits_off,omitempty"`
 	CreatedAt time.Time  `json:"created_at"`
 	DeletedAt *time.Time `json:"deleted_at,omitempty"`
 	// Implicit is set for a Computer made for a Session at its first

@@ -50,7 +50,11 @@ const (
 	// Copy steps read) are missing, name a path outside the agent package,
 	// or arrived as an archive that is not a plain tar of files and
 	// directories inside its root.
-	CodeSourcesInvalid          Code = "sources_invalid"
+	CodeSourcesInvalid Code = "sources_invalid"
+	// CodeLimitsUnenforced: a Deployment's Template sets resource limits
+	// that the server's host cannot enforce, and the server was not
+	// started with --allow-unlimited.
+	CodeLimitsUnenforced        Code = "limits_unenforced"
 	CodeAskNotPending           Code = "ask_not_pending"
 	CodeTokenCancelled          Code = "token_cancelled"
 	CodeTokenCompletionConflict Code = "token_completion_conflict"
@@ -124,7 +128,7 @@ func HTTPStatus(code Code) int {
 	switch code {
 	case CodeNotFound, CodeNoDeployment:
 		return http.StatusNotFound
-	case CodeInvalidRequest, CodeInputInvalid, CodeResultInvalid, CodeOutputInvalid, CodeAnswerInvalid, CodePolicyInvalid, CodeSourcesInvalid:
+	case CodeInvalidRequest, CodeInputInvalid, CodeResultInvalid, CodeOutputInvalid, CodeAnswerInvalid, CodePolicyInvalid, CodeSourcesInvalid, CodeLimitsUnenforced:
 		return http.StatusBadRequest
 	case CodeLimitExceeded:
 		return http.StatusRequestEntityTooLarge

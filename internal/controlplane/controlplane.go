@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
@@ -58,8 +57,14 @@ type Config struct {
 	// plain host processes when this host cannot sandbox them. Without
 	// it, such a host refuses to start.
 	UnsafeNoSandbox bool
-	Clock           engine.Clock
-	Logger          *slog.Logger
+	// RequireLimits makes PublishDeployment refuse a Deployment whose
+	// Templates set resource limits (cpu, memory, processes, disk) that
+	// the default launcher's host cannot enforce (helmr server without
+	// --allow-unlimited); otherwise such limits are off, as Isolation and
+	// each Computer's limits_off say.
+	RequireLimits bool
+	Clock         engine.Clock
+	Logger        *slog.Logger
 	// PublicURL is the base URL clients reach the API at (Token callback
 	// URLs); default the address Serve listens on.
 	PublicURL string
@@ -118,6 +123,12 @@ type ControlPlane struct {
 	// Computers ends.
 	expiryDone chan struct{}
 	reapDone   chan struct{}
+
+	// isolation: see Isolation.
+	isolation Isolation
+	// unenforced lists the limits of a Template the host cannot enforce;
+	// nil with a Launcher of the caller's.
+	unenforced func(helmrtype.ResourcesManifest) []string
 
 	// cleanups run when the control plane stops: they remove the cgroups
 	// it made that nothing uses.
@@ -203,15 +214,6 @@ func (cp *ControlPlane) checkDisk(ctx context.Context, was, first bool) bool {
 		return was
 	}
 	return low
-}
-
-// statfsFree is the free space of dir's disk for an unprivileged user.
-func statfsFree(dir string) (uint64, error) {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
-		return 0, err
-	}
-	return st.Bavail * uint64(st.Bsize), nil
 }
 
 // stopSweeping ends the idle sweep and the payload expiry.
@@ -369,6 +371,11 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 			st.Close()
 			lock.Close()
 			return nil, err
+		}
+		cp.isolation = Isolation{Kind: prov.Kind(), Unsandboxed: prov.Unsandboxed(), Limits: prov.Limits(), LimitsWhy: prov.LimitsWhy()}
+		cp.unenforced = prov.Unenforced
+		if prov.Limits() == "" {
+			cp.Engine.SetLimitsOff(prov.LimitsWhy())
 		}
 		l = &supervisor.ComputerLauncher{Provider: prov, Dir: dir, Images: supervisor.StoreImages{Store: images}}
 		// On cgroup v2 a process is in one group: a limited one is frozen
@@ -543,22 +550,24 @@ func socketDir(dataDir string) (string, error) {
 	return dir, nil
 }
 
+// Isolation says how the default launcher's Computers run.
+type Isolation struct {
+	// Kind is "bubblewrap", "unsafe" (plain host processes), or "" with a
+	// Launcher of the caller's.
+	Kind string
+	// Unsandboxed is why they are not sandboxed and how to fix it ("" when
+	// they are).
+	Unsandboxed string
+	// Limits names the cgroup mechanism of their resource limits, "" when
+	// limits are off; LimitsWhy then says why.
+	Limits, LimitsWhy string
+}
+
+// Isolation says how this control plane's Computers run.
+func (cp *ControlPlane) Isolation() Isolation { return cp.isolation }
+
 // dataDirID names a data directory in host-wide places (cgroups, /tmp).
 func dataDirID(dataDir string) string {
 	sum := sha256.Sum256([]byte(dataDir))
 	return hex.EncodeToString(sum[:8])
-}
-
-// lockDir takes an exclusive lock on DataDir/lock: one control plane per
-// data directory, since the embedded store has a single writer.
-func lockDir(dir string) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("controlplane: %s is in use by another helmr (lock: %v)", dir, err)
-	}
-	return f, nil
 }

@@ -98,6 +98,9 @@ func (cp *ControlPlane) stopListening() {
 // deployments directory; with a shared database both are kept there too,
 // for the other nodes.
 func (cp *ControlPlane) PublishDeployment(ctx context.Context, digest string, m helmrtype.Manifest, path, sourcesDigest string) (*helmrtype.Deployment, error) {
+	if err := cp.checkLimits(m); err != nil {
+		return nil, err
+	}
 	if cp.shared {
 		b, err := os.ReadFile(path)
 		if err != nil {
@@ -163,4 +166,19 @@ func (cp *ControlPlane) resolveBinary(ctx context.Context, digest, path string) 
 		return "", fmt.Errorf("the binary of deployment %s is not on this node nor in the database: %w", digest, err)
 	}
 	return deploy.StoreAs(cp.DeploymentsDir(), bytes.NewReader(b), digest)
+}
+
+// checkLimits refuses, with RequireLimits, Templates of m whose limits the
+// host does not enforce (code limits_unenforced).
+func (cp *ControlPlane) checkLimits(m helmrtype.Manifest) error {
+	if !cp.cfg.RequireLimits || cp.unenforced == nil {
+		return nil
+	}
+	for _, t := range m.Templates {
+		if off := cp.unenforced(t.Resources); len(off) > 0 {
+			return helmrtype.Errorf(helmrtype.CodeLimitsUnenforced, "Template %q sets %s limits, which this host cannot enforce (%s); start helmr server with --allow-unlimited to run it without them",
+				t.ID, strings.Join(off, ", "), cp.isolation.LimitsWhy)
+		}
+	}
+	return nil
 }

@@ -43,6 +43,14 @@ func (e *Engine) SetCommandRunner(r CommandRunner) {
 	e.runner = r
 }
 
+// SetLimitsOff records why this host does not enforce Templates' cpu,
+// memory and process limits; every Computer's limits_off says it.
+func (e *Engine) SetLimitsOff(why string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.limitsOff = why
+}
+
 func (e *Engine) commandRunner() CommandRunner {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
@@ -58,6 +66,9 @@ func (e *Engine) computerView(c *store.Computer) helmrtype.ComputerState {
 	if c.Status == helmrtype.ComputerAvailable {
 		v.Residency, v.Error = e.commandRunner().Residency(c.ID)
 	}
+	e.mu.RLock()
+	v.LimitsOff = e.limitsOff
+	e.mu.RUnlock()
 	return v
 }
 

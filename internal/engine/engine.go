@@ -82,9 +82,11 @@ type Engine struct {
 	hub   hub[struct{}]             // by Session ID
 	turns hub[*helmrtype.TurnState] // by Turn ID, on settlement
 
-	mu       sync.RWMutex
-	notifier Notifier
-	runner   CommandRunner
+	mu sync.RWMutex
+	// limitsOff: see SetLimitsOff.
+	limitsOff string
+	notifier  Notifier
+	runner    CommandRunner
 
 	sched sched
 	// schedMu guards armed, the Schedules with a timer.

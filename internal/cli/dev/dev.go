@@ -15,6 +15,8 @@ import (
 
 	"github.com/helmr-go/helmr/internal/cli/clienv"
 	"github.com/helmr-go/helmr/internal/cli/serve"
+	"github.com/helmr-go/helmr/internal/computer/local"
+	"github.com/helmr-go/helmr/internal/controlplane"
 	"github.com/helmr-go/helmr/internal/deploy"
 	"github.com/spf13/cobra"
 )
@@ -24,7 +26,7 @@ const pollInterval = time.Second
 
 // Command returns `helmr dev`.
 func Command() *cobra.Command {
-	o := &serve.Options{LoopbackOnly: true, StopSessions: true}
+	o := &serve.Options{LoopbackOnly: true, StopSessions: true, UnsafeNoSandbox: true}
 	cmd := &cobra.Command{
 		Use:   "dev [flags] DIR",
 		Short: "Run an agent package on an embedded control plane, redeploying on change",
@@ -46,7 +48,12 @@ func Command() *cobra.Command {
 	f.StringVar(&o.Synchronous, "sqlite-synchronous", "FULL", "SQLite durability: FULL (fsync every commit) or NORMAL")
 	f.StringVar(&o.ImplicitComputerGrace, "implicit-computer-grace", "10m", "delete a Computer made implicitly for a Session this DURATION after its last Session closed; never: keep it")
 	f.StringVar(&o.LogLevel, "log-level", "warn", "log level: debug, info, warn, error")
-	f.BoolVar(&o.UnsafeNoSandbox, "unsafe-no-sandbox", false, "where bubblewrap cannot run, run agent processes as plain host processes (otherwise helmr dev refuses to start)")
+	// helmr dev listens on loopback only: where bubblewrap cannot run it
+	// always runs agent processes as plain host processes, and says so
+	// loudly (warnSandbox). The flag is kept for older scripts.
+	var unsafe bool
+	f.BoolVar(&unsafe, "unsafe-no-sandbox", true, "kept for compatibility: helmr dev always runs agent processes as plain host processes where bubblewrap cannot run, with a warning")
+	f.MarkHidden("unsafe-no-sandbox")
 	return cmd
 }
 
@@ -63,6 +70,7 @@ func run(ctx context.Context, o *serve.Options, dir string, out, errw io.Writer)
 		r.CP.Close(ctx)
 		return err
 	}
+	warnIsolation(errw, r.CP.Isolation())
 	fmt.Fprintf(out, "helmr dev: control plane on %s (data in %s)\n", r.URL, o.DataDir)
 	fmt.Fprintf(out, "API key: %s (kept in %s)\n", key, filepath.Join(o.DataDir, "api-key"))
 	fmt.Fprintf(out, "  export HELMR_API_URL=%s HELMR_API_KEY=%s\n", r.URL, key)
@@ -87,6 +95,19 @@ func saveDevProfile(url, key string, out, errw io.Writer) {
 		fmt.Fprintf(out, "Saved profile %q; it is current, so helmr commands in other shells use it.\n", clienv.DevProfile)
 	default:
 		fmt.Fprintf(out, "Saved profile %q; another profile is current: helmr profile use %s\n", clienv.DevProfile, clienv.DevProfile)
+	}
+}
+
+// warnIsolation says loudly on w when agent processes run unsandboxed
+// and when Templates' resource limits are off, with why and how to fix it.
+func warnIsolation(w io.Writer, iso controlplane.Isolation) {
+	if iso.Kind == local.KindUnsafe {
+		fmt.Fprintf(w, "helmr dev: WARNING: agent processes are NOT sandboxed: they run as plain host processes with your user's rights (your files, network and processes)\n"+
+			"helmr dev:   why: %s\n"+
+			"helmr dev:   helmr server refuses to run like this unless started with --unsafe-no-sandbox\n", iso.Unsandboxed)
+	}
+	if iso.Kind != "" && iso.Limits == "" {
+		fmt.Fprintf(w, "helmr dev: WARNING: resource limits are off: Templates' cpu, memory, processes and disk limits are not enforced (%s); see docs/computers.md\n", iso.LimitsWhy)
 	}
 }
 

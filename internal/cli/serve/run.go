@@ -41,6 +41,10 @@ type Options struct {
 	// UnsafeNoSandbox runs session processes unsandboxed where bubblewrap
 	// cannot run (see controlplane.Config).
 	UnsafeNoSandbox bool
+	// RequireLimits refuses Deployments whose Templates set resource
+	// limits this host cannot enforce (helmr server without
+	// --allow-unlimited; see controlplane.Config).
+	RequireLimits bool
 	// NodeID and LeaseTTL: several nodes on one database (see
 	// controlplane.Config).
 	NodeID   string
@@ -141,7 +145,7 @@ func Start(ctx context.Context, o *Options, logw io.Writer) (*Running, error) {
 	}
 	cp, err := controlplane.Open(ctx, controlplane.Config{DataDir: o.DataDir, Database: o.Database, Synchronous: o.Synchronous, Logger: log,
 		ReconnectWindow: o.ReconnectWindow, ReattachWindow: o.ReattachWindow, PublicURL: o.PublicURL,
-		MinFreeBytes: o.MinFreeBytes, UnsafeNoSandbox: o.UnsafeNoSandbox, NodeID: o.NodeID, LeaseTTL: o.LeaseTTL,
+		MinFreeBytes: o.MinFreeBytes, UnsafeNoSandbox: o.UnsafeNoSandbox, RequireLimits: o.RequireLimits, NodeID: o.NodeID, LeaseTTL: o.LeaseTTL,
 		ComputersDir: o.ComputersDir, HistoryRetention: retention, ImplicitComputerGrace: grace})
 	if err != nil {
 		return nil, err

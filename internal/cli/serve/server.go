@@ -19,6 +19,7 @@ import (
 func ServerCommand() *cobra.Command {
 	o := &Options{}
 	var keyFile string
+	var allowUnlimited bool
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run a control plane",
@@ -32,6 +33,7 @@ func ServerCommand() *cobra.Command {
 			if o.Database == "" {
 				o.Database = os.Getenv("HELMR_DATABASE_URL")
 			}
+			o.RequireLimits = !allowUnlimited
 			if o.CPUProfile != "" {
 				f, err := os.Create(o.CPUProfile)
 				if err != nil {
@@ -66,6 +68,10 @@ func ServerCommand() *cobra.Command {
 			case created:
 				fmt.Fprintf(out, "API key (shown once; only its hash is stored): %s\n", key)
 			}
+			if iso := r.CP.Isolation(); iso.Kind != "" && iso.Limits == "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "helmr server: resource limits are off (%s): Deployments whose Templates set cpu, memory or process limits are %s\n",
+					iso.LimitsWhy, map[bool]string{false: "refused (start with --allow-unlimited to run them without)", true: "accepted and run WITHOUT them (--allow-unlimited)"}[allowUnlimited])
+			}
 			return r.Serve(ctx, o)
 		},
 	}
@@ -85,6 +91,7 @@ func ServerCommand() *cobra.Command {
 	f.DurationVar(&o.ReconnectWindow, "reconnect-window", 10*time.Minute, "how long a session process keeps trying to reconnect to a stopped control plane")
 	f.DurationVar(&o.ReattachWindow, "reattach-window", 30*time.Second, "how long a start waits for surviving session processes to reconnect")
 	f.BoolVar(&o.UnsafeNoSandbox, "unsafe-no-sandbox", false, "where bubblewrap cannot run, run agent processes as plain host processes with this server's rights (otherwise such a host refuses to start)")
+	f.BoolVar(&allowUnlimited, "allow-unlimited", false, "where this host cannot enforce resource limits (no writable cgroups: an ordinary user without a delegated cgroup), accept Templates that set cpu, memory, processes or disk limits and run them without those limits (otherwise their Deployments are refused)")
 	f.StringVar(&o.HistoryRetention, "history-retention", "never", "drop the input, result, response and output of Turns settled longer ago than this DURATION (for example 30d), keeping their status, error and timings; never: keep them")
 	f.StringVar(&o.ImplicitComputerGrace, "implicit-computer-grace", "10m", "delete a Computer made implicitly for a Session once every Session on it is closed and no Command runs for this DURATION; never: keep it until deleted")
 	cmd.AddCommand(migrateCommand(), backupCommand(), restoreCommand())

@@ -1,3 +1,5 @@
+//go:build linux
+
 package local
 
 import (
@@ -10,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +20,7 @@ import (
 
 	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/freezer"
+	"golang.org/x/sys/unix"
 )
 
 // Resource limits. Each Computer gets a cgroup per controller — memory,
@@ -87,6 +91,16 @@ func newLimiter(name string, log *slog.Logger) *limiter {
 		}
 	}
 	if l.mem == "" || l.cpu == "" || l.pids == "" {
+		// As an ordinary user: a cgroup v2 subtree delegated to this
+		// process (systemd's Delegate=yes) holds the limits instead.
+		base, err := delegatedV2(name)
+		if err == nil {
+			l.mem, l.cpu, l.pids, l.v2 = base, base, base, true
+			l.why = ""
+			log.Info("computers: resource limits enforced with cgroups", "kind", l.kind(), "delegated", base)
+			return l
+		}
+		l.why = strings.TrimSuffix(l.why, "; ") + "; delegated cgroup v2: " + err.Error()
 		log.Warn("computers: resource limits are not enforced", "reason", l.why)
 	} else {
 		log.Info("computers: resource limits enforced with cgroups", "kind", l.kind())
@@ -106,6 +120,57 @@ func enableV2(base string) error {
 		}
 	}
 	return nil
+}
+
+// delegatedV2 makes base <own>/<name> in this process's own cgroup v2
+// group when that group is delegated to this user (writable, with the
+// memory, cpu and pids controllers available): this process moves into a
+// leaf <own>/<name>.control first (a group that hands controllers to its
+// children may hold no process), then base gets the controllers for the
+// Computers' groups.
+func delegatedV2(name string) (string, error) {
+	own, err := freezer.OwnV2Group()
+	if err != nil {
+		return "", err
+	}
+	for _, f := range []string{own, filepath.Join(own, "cgroup.procs"), filepath.Join(own, "cgroup.subtree_control")} {
+		if err := unix.Access(f, unix.W_OK); err != nil {
+			return "", fmt.Errorf("%s is not writable by this user (no delegated cgroup: run under systemd with Delegate=yes, e.g. systemd-run --user -p Delegate=yes --scope, or as root): %w", f, err)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(own, "cgroup.controllers"))
+	if err != nil {
+		return "", err
+	}
+	have := strings.Fields(string(b))
+	for _, c := range []string{"memory", "cpu", "pids"} {
+		if !slices.Contains(have, c) {
+			return "", fmt.Errorf("%s lacks the %s controller (it has %q)", own, c, have)
+		}
+	}
+	sub, _ := os.ReadFile(filepath.Join(own, "cgroup.subtree_control"))
+	if !strings.Contains(string(sub), "memory") || !strings.Contains(string(sub), "cpu") || !strings.Contains(string(sub), "pids") {
+		leaf := filepath.Join(own, name+".control")
+		if err := os.MkdirAll(leaf, 0o755); err != nil {
+			return "", err
+		}
+		// Every process of the group moves (it must be empty to hand
+		// out controllers); a Delegate=yes unit holds only its own.
+		pids, err := os.ReadFile(filepath.Join(own, "cgroup.procs"))
+		if err != nil {
+			return "", err
+		}
+		for _, pid := range strings.Fields(string(pids)) {
+			if err := os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte(pid), 0); err != nil && !errors.Is(err, syscall.ESRCH) {
+				return "", fmt.Errorf("move process %s into %s: %w", pid, leaf, err)
+			}
+		}
+	}
+	base := filepath.Join(own, name)
+	if err := enableV2(base); err != nil {
+		return "", err
+	}
+	return base, nil
 }
 
 // v1Mounts maps each cgroup v1 controller to its hierarchy's mount point.

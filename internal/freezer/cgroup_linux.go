@@ -368,3 +368,7 @@ func (h *cgroupHandle) Release() error {
 	}
 	return fmt.Errorf("%w: %s holds %v (thawed; kill them and Release again)", ErrNotEmpty, h.dir, pids)
 }
+
+// OwnV2Group returns the directory of this process's own cgroup v2 group
+// (from /proc/self/cgroup and the cgroup2 mount that shows it).
+func OwnV2Group() (string, error) { return v2GroupOf(os.Getpid()) }

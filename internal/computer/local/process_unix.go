@@ -1,0 +1,56 @@
+//go:build unix
+
+package local
+
+import (
+	"errors"
+	"os/exec"
+	"syscall"
+)
+
+type process struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	code int
+	err  error
+	// stop ends the disk watch of the process; nil without one.
+	stop func() error
+	// unmount lets the host mount of the Computer's image go; nil
+	// without one.
+	unmount func()
+}
+
+func (pr *process) wait() {
+	err := pr.cmd.Wait()
+	if pr.unmount != nil {
+		pr.unmount()
+	}
+	if pr.stop != nil {
+		// A process stopped for its disk use says so.
+		if derr := pr.stop(); derr != nil {
+			err = derr
+		}
+	}
+	pr.code = 0
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			pr.code = 128 + int(ws.Signal())
+		} else {
+			pr.code = ee.ExitCode()
+		}
+	case err != nil:
+		pr.err = err
+	}
+	// The tree goes with its leader.
+	syscall.Kill(-pr.cmd.Process.Pid, syscall.SIGKILL)
+	close(pr.done)
+}
+
+func (pr *process) PID() int              { return pr.cmd.Process.Pid }
+func (pr *process) Done() <-chan struct{} { return pr.done }
+func (pr *process) Wait() (int, error)    { <-pr.done; return pr.code, pr.err }
+func (pr *process) Signal(sig syscall.Signal) error {
+	return syscall.Kill(-pr.cmd.Process.Pid, sig)
+}
