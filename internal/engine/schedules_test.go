@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,24 +12,6 @@ import (
 	"github.com/helmr-go/helmr/internal/engine"
 	"github.com/helmr-go/helmr/internal/store/sqlitestore"
 )
-
-// setClock is a clock the test moves.
-type setClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *setClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *setClock) set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-}
 
 // cronEngine returns an engine on clock with a Deployment whose Agent
 // "echo" has an hourly and a daily trigger.
@@ -75,7 +56,7 @@ func schedule(t *testing.T, e *engine.Engine, name string) helmrtype.Schedule {
 
 // settle moves the clock to at, arms the timers (due ones fire at once)
 // and waits until trigger name's next fire is past at.
-func settle(t *testing.T, e *engine.Engine, clock *setClock, at time.Time, name string) helmrtype.Schedule {
+func settle(t *testing.T, e *engine.Engine, clock *testClock, at time.Time, name string) helmrtype.Schedule {
 	t.Helper()
 	clock.set(at)
 	if err := e.ArmSchedules(context.Background()); err != nil {
@@ -109,7 +90,7 @@ func sessionsOf(t *testing.T, e *engine.Engine) []helmrtype.Session {
 // nothing while the previous fire's Session has work.
 func TestScheduleMissedAndOverlap(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 12, 30, 0, 0, time.UTC)
-	clock := &setClock{now: t0}
+	clock := &testClock{now: t0}
 	e := cronEngine(t, clock)
 	if s := schedule(t, e, "hourly"); !s.NextFireAt.Equal(time.Date(2026, 1, 1, 13, 0, 0, 0, time.UTC)) || s.MissedCount != 0 || s.LastFireAt != nil {
 		t.Fatalf("a new hourly schedule: %+v", s)
@@ -150,7 +131,7 @@ func TestScheduleMissedAndOverlap(t *testing.T) {
 // one before anything changes.
 func TestScheduleReconcile(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 12, 30, 0, 0, time.UTC)
-	clock := &setClock{now: t0}
+	clock := &testClock{now: t0}
 	e := cronEngine(t, clock)
 	ctx := context.Background()
 	hourly := schedule(t, e, "hourly")
@@ -209,7 +190,7 @@ func mustList(t *testing.T, e *engine.Engine) []helmrtype.Schedule {
 // Deployment, exactly as publishing the first again would; promoting the
 // current one changes nothing, and an unknown ID is not_found.
 func TestPromoteReconcilesSchedules(t *testing.T) {
-	clock := &setClock{now: time.Date(2026, 1, 1, 12, 30, 0, 0, time.UTC)}
+	clock := &testClock{now: time.Date(2026, 1, 1, 12, 30, 0, 0, time.UTC)}
 	e := cronEngine(t, clock)
 	ctx := context.Background()
 	first := schedule(t, e, "hourly").DeploymentID
