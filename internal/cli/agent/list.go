@@ -1,8 +1,6 @@
 package agent
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
 
 	"github.com/helmr-go/helmr/helmrclient"
@@ -37,8 +35,7 @@ func newList(g *clienv.Globals) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.DeploymentID, "deployment", "", "Deployment ID (default: the current Deployment)")
-	f.IntVar(&opts.Limit, "limit", 50, "page size, 1–100")
-	f.StringVar(&opts.Cursor, "cursor", "", "continue from a previous page's cursor")
+	clienv.PageFlags(f, &opts.Limit, &opts.Cursor, 50)
 	return cmd
 }
 
@@ -52,8 +49,6 @@ func writeAgentPage(s clienv.Streams, page *helmrtype.AgentPage) error {
 	if err := t.Flush(); err != nil {
 		return err
 	}
-	if page.NextCursor != "" {
-		fmt.Fprintf(s.Err, "More Agents: --cursor %s\n", page.NextCursor)
-	}
+	clienv.More(s.Err, "Agents", page.NextCursor)
 	return nil
 }

@@ -57,15 +57,12 @@ func newList(g *clienv.Globals) *cobra.Command {
 			if err := t.Flush(); err != nil {
 				return err
 			}
-			if page.NextCursor != "" {
-				fmt.Fprintf(g.Streams.Err, "More Deployments: --cursor %s\n", page.NextCursor)
-			}
+			clienv.More(g.Streams.Err, "Deployments", page.NextCursor)
 			return nil
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&opts.Limit, "limit", 50, "page size, 1–100")
-	f.StringVar(&opts.Cursor, "cursor", "", "continue from a previous page's cursor")
+	clienv.PageFlags(f, &opts.Limit, &opts.Cursor, 50)
 	return cmd
 }
 

@@ -3,7 +3,6 @@
 package schedule
 
 import (
-	"fmt"
 	"io"
 	"strconv"
 	"time"
@@ -53,15 +52,12 @@ func newList(g *clienv.Globals) *cobra.Command {
 			if err := t.Flush(); err != nil {
 				return err
 			}
-			if page.NextCursor != "" {
-				fmt.Fprintf(g.Streams.Err, "More Schedules: --cursor %s\n", page.NextCursor)
-			}
+			clienv.More(g.Streams.Err, "Schedules", page.NextCursor)
 			return nil
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&opts.Limit, "limit", 50, "page size, 1–100")
-	f.StringVar(&opts.Cursor, "cursor", "", "continue from a previous page's cursor")
+	clienv.PageFlags(f, &opts.Limit, &opts.Cursor, 50)
 	return cmd
 }
 

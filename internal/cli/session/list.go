@@ -1,8 +1,6 @@
 package session
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
 
 	"github.com/helmr-go/helmr/helmrclient"
@@ -59,9 +57,7 @@ func newList(g *clienv.Globals) *cobra.Command {
 			if err := t.Flush(); err != nil {
 				return err
 			}
-			if page.NextCursor != "" {
-				fmt.Fprintf(g.Streams.Err, "More Sessions: --cursor %s\n", page.NextCursor)
-			}
+			clienv.More(g.Streams.Err, "Sessions", page.NextCursor)
 			return nil
 		},
 	}
@@ -71,7 +67,6 @@ func newList(g *clienv.Globals) *cobra.Command {
 	f.StringSliceVar(&opts.Status, "status", nil, "only Sessions with this status: open, closing, closed (repeat or comma-separate)")
 	f.StringVar(&opts.ParentSessionID, "parent", "", "only children owned by this Session")
 	f.StringVar(&opts.RequesterSessionID, "requester", "", "only Sessions requested by this Session")
-	f.IntVar(&opts.Limit, "limit", 0, "page size, 1–100 (default: the server's)")
-	f.StringVar(&opts.Cursor, "cursor", "", "continue from a previous page's cursor")
+	clienv.PageFlags(f, &opts.Limit, &opts.Cursor, 0)
 	return cmd
 }

@@ -55,14 +55,11 @@ func newAskList(g *clienv.Globals) *cobra.Command {
 			if err := t.Flush(); err != nil {
 				return err
 			}
-			if page.NextCursor != "" {
-				fmt.Fprintf(g.Streams.Err, "More questions: --cursor %s\n", page.NextCursor)
-			}
+			clienv.More(g.Streams.Err, "questions", page.NextCursor)
 			return nil
 		},
 	}
-	cmd.Flags().IntVar(&opts.Limit, "limit", 0, "page size, 1–100 (default: the server's)")
-	cmd.Flags().StringVar(&opts.Cursor, "cursor", "", "continue from a previous page's cursor")
+	clienv.PageFlags(cmd.Flags(), &opts.Limit, &opts.Cursor, 0)
 	return cmd
 }
 
