@@ -50,7 +50,10 @@ const (
 	// Copy steps read) are missing, name a path outside the agent package,
 	// or arrived as an archive that is not a plain tar of files and
 	// directories inside its root.
-	CodeSourcesInvalid          Code = "sources_invalid"
+	CodeSourcesInvalid Code = "sources_invalid"
+	// CodeImageBuildFailed: a Deployment's Template image could not be
+	// pulled or built when it was published; the Deployment was refused.
+	CodeImageBuildFailed        Code = "image_build_failed"
 	CodeAskNotPending           Code = "ask_not_pending"
 	CodeTokenCancelled          Code = "token_cancelled"
 	CodeTokenCompletionConflict Code = "token_completion_conflict"
@@ -124,7 +127,7 @@ func HTTPStatus(code Code) int {
 	switch code {
 	case CodeNotFound, CodeNoDeployment:
 		return http.StatusNotFound
-	case CodeInvalidRequest, CodeInputInvalid, CodeResultInvalid, CodeOutputInvalid, CodeAnswerInvalid, CodePolicyInvalid, CodeSourcesInvalid:
+	case CodeInvalidRequest, CodeInputInvalid, CodeResultInvalid, CodeOutputInvalid, CodeAnswerInvalid, CodePolicyInvalid, CodeSourcesInvalid, CodeImageBuildFailed:
 		return http.StatusBadRequest
 	case CodeLimitExceeded:
 		return http.StatusRequestEntityTooLarge
