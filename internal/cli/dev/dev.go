@@ -139,7 +139,7 @@ func publishBuilt(ctx context.Context, r *serve.Running, dir, fp string, b *depl
 			return fp, err
 		}
 	}
-	d, err := r.CP.PublishDeployment(ctx, b.Digest, b.Manifest, b.Binary, sourcesDigest)
+	d, err := r.CP.PublishDeployment(ctx, b.Digest, b.Manifest, b.Binary, sourcesDigest, nil)
 	if err != nil {
 		return fp, err
 	}
