@@ -462,3 +462,85 @@ func FuzzErrorFromBody(f *testing.F) {
 		}
 	})
 }
+
+// With Progress, Upload asks for the NDJSON stream and calls back per
+// progress line as it arrives (before the last line is written), then
+// returns the Deployment of the last line, or the error of an error line
+// as a typed error.
+func TestDeploymentUploadProgressStream(t *testing.T) {
+	release := make(chan struct{})
+	var fail bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		if got := r.Header.Get("Accept"); !strings.Contains(got, "application/x-ndjson") {
+			t.Errorf("Accept %q", got)
+		}
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		w.Header().Set("X-Request-Id", "rid-1")
+		io.WriteString(w, `{"progress":{"kind":"step","state":"started","template":"t","image":"i","step":1,"steps":2,"op":"copy","args":["/a","a"]}}`+"\n")
+		w.(http.Flusher).Flush()
+		<-release
+		io.WriteString(w, `{"progress":{"kind":"future_kind","state":"done"}}`+"\n")
+		if fail {
+			io.WriteString(w, `{"error":{"code":"image_build_failed","message":"template t: image \"i\": step 1 of 2","details":{"template":"t"}}}`+"\n")
+			return
+		}
+		io.WriteString(w, `{"deployment":{"id":"d1","current":true}}`+"\n")
+	}))
+	defer srv.Close()
+	c := newTestClient(t, srv)
+	upload := func() ([]helmrtype.DeployProgress, *helmrtype.Deployment, error) {
+		var got []helmrtype.DeployProgress
+		d, err := c.Deployments.Upload(context.Background(), DeploymentUpload{Binary: strings.NewReader("bin"),
+			Progress: func(p helmrtype.DeployProgress) {
+				got = append(got, p)
+				if len(got) == 1 {
+					close(release) // the first line came before the rest was written
+				}
+			}})
+		return got, d, err
+	}
+	got, d, err := upload()
+	if err != nil || d.ID != "d1" || !d.Current {
+		t.Fatalf("upload: %+v %v", d, err)
+	}
+	if len(got) != 2 || got[0].Kind != helmrtype.ProgressStep || got[0].Step != 1 || got[0].Args[1] != "a" || got[1].Kind != "future_kind" {
+		t.Fatalf("progress %+v", got)
+	}
+
+	release, fail = make(chan struct{}), true
+	_, _, err = upload()
+	var he *helmrtype.Error
+	if !errors.Is(err, helmrtype.CodeImageBuildFailed) || !errors.As(err, &he) || he.Status != http.StatusBadRequest ||
+		he.RequestID != "rid-1" || he.Details["template"] != "t" {
+		t.Fatalf("error line: %#v", err)
+	}
+}
+
+// A stream cut before its last line is an error, not a Deployment; an
+// error answered before the stream began is the usual typed error.
+func TestDeploymentUploadProgressStreamCut(t *testing.T) {
+	refuse := false
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		if refuse {
+			w.WriteHeader(http.StatusBadRequest)
+			io.WriteString(w, `{"error":{"code":"sources_invalid","message":"no sources"}}`)
+			return
+		}
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		io.WriteString(w, `{"progress":{"kind":"image","state":"started"}}`+"\n")
+	}))
+	defer srv.Close()
+	c := newTestClient(t, srv)
+	n := 0
+	u := DeploymentUpload{Binary: strings.NewReader("bin"), Progress: func(helmrtype.DeployProgress) { n++ }}
+	if d, err := c.Deployments.Upload(context.Background(), u); err == nil || d != nil || n != 1 {
+		t.Fatalf("cut stream: %+v %v after %d lines", d, err, n)
+	}
+	refuse = true
+	u.Binary = strings.NewReader("bin")
+	if _, err := c.Deployments.Upload(context.Background(), u); !errors.Is(err, helmrtype.CodeSourcesInvalid) {
+		t.Fatalf("refused before the stream: %v", err)
+	}
+}

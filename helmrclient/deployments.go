@@ -3,8 +3,10 @@ package helmrclient
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"mime/multipart"
 	"net/http"
 	"net/textproto"
@@ -73,6 +75,10 @@ type DeploymentUpload struct {
 	// relative to the agent package (see docs/api.md); nil when there are
 	// no Copy steps. helmr deploy packs it deterministically.
 	Sources io.Reader
+	// Progress, when set, asks the server to stream how it prepares the
+	// Templates' images (Accept: application/x-ndjson, see docs/api.md)
+	// and is called once per event, in order, before Upload returns.
+	Progress func(helmrtype.DeployProgress)
 }
 
 // Upload uploads an agent program as a new Deployment, with the sources
@@ -99,12 +105,70 @@ func (d *Deployments) Upload(ctx context.Context, u DeploymentUpload) (*helmrtyp
 		return nil, err
 	}
 	req.Header.Set("Content-Type", mw.FormDataContentType())
-	req.Header.Set("Accept", "application/json")
-	var out helmrtype.Deployment
-	if _, err := d.c.send(req, &out); err != nil {
+	if u.Progress == nil {
+		req.Header.Set("Accept", "application/json")
+		var out helmrtype.Deployment
+		if _, err := d.c.send(req, &out); err != nil {
+			return nil, err
+		}
+		return &out, nil
+	}
+	req.Header.Set("Accept", ndjson+", application/json")
+	resp, err := d.c.http.Do(req)
+	if err != nil {
 		return nil, err
 	}
-	return &out, nil
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, decodeError(resp)
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != ndjson {
+		// A server that does not stream answers as without Progress.
+		var out helmrtype.Deployment
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			return nil, fmt.Errorf("helmrclient: decode answer of POST /v1/deployments: %w", err)
+		}
+		return &out, nil
+	}
+	return readDeployStream(resp, u.Progress)
+}
+
+// ndjson is the media type of the upload's progress stream.
+const ndjson = "application/x-ndjson"
+
+// deployLine is one line of the upload's progress stream.
+type deployLine struct {
+	Progress   *helmrtype.DeployProgress `json:"progress"`
+	Deployment *helmrtype.Deployment     `json:"deployment"`
+	Error      *helmrtype.Error          `json:"error"`
+}
+
+// readDeployStream reads the progress stream of resp, calling progress
+// per progress line, until its last line: the Deployment or the error.
+func readDeployStream(resp *http.Response, progress func(helmrtype.DeployProgress)) (*helmrtype.Deployment, error) {
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var l deployLine
+		if err := dec.Decode(&l); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, fmt.Errorf("helmrclient: the deployment's progress stream ended without its outcome: %w", err)
+		}
+		switch {
+		case l.Error != nil:
+			e := l.Error
+			if e.Code == "" {
+				e.Code = helmrtype.CodeInternal
+			}
+			e.Status, e.RequestID = helmrtype.HTTPStatus(e.Code), resp.Header.Get("X-Request-Id")
+			return nil, e
+		case l.Deployment != nil:
+			return l.Deployment, nil
+		case l.Progress != nil:
+			progress(*l.Progress)
+		}
+	}
 }
 
 // writeDeploymentParts writes the manifest part, the binary part and the

@@ -54,7 +54,10 @@ const (
 	// CodeLimitsUnenforced: a Deployment's Template sets resource limits
 	// that the server's host cannot enforce, and the server was not
 	// started with --allow-unlimited.
-	CodeLimitsUnenforced        Code = "limits_unenforced"
+	CodeLimitsUnenforced Code = "limits_unenforced"
+	// CodeImageBuildFailed: a Deployment's Template image could not be
+	// pulled or built when it was published; the Deployment was refused.
+	CodeImageBuildFailed        Code = "image_build_failed"
 	CodeAskNotPending           Code = "ask_not_pending"
 	CodeTokenCancelled          Code = "token_cancelled"
 	CodeTokenCompletionConflict Code = "token_completion_conflict"
@@ -128,7 +131,7 @@ func HTTPStatus(code Code) int {
 	switch code {
 	case CodeNotFound, CodeNoDeployment:
 		return http.StatusNotFound
-	case CodeInvalidRequest, CodeInputInvalid, CodeResultInvalid, CodeOutputInvalid, CodeAnswerInvalid, CodePolicyInvalid, CodeSourcesInvalid, CodeLimitsUnenforced:
+	case CodeInvalidRequest, CodeInputInvalid, CodeResultInvalid, CodeOutputInvalid, CodeAnswerInvalid, CodePolicyInvalid, CodeSourcesInvalid, CodeLimitsUnenforced, CodeImageBuildFailed:
 		return http.StatusBadRequest
 	case CodeLimitExceeded:
 		return http.StatusRequestEntityTooLarge

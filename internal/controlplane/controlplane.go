@@ -129,6 +129,9 @@ type ControlPlane struct {
 	// unenforced lists the limits of a Template the host cannot enforce;
 	// nil with a Launcher of the caller's.
 	unenforced func(helmrtype.ResourcesManifest) []string
+	// launcher starts the session processes; when it is a
+	// supervisor.ImagePreparer, publishing a Deployment prepares its images.
+	launcher supervisor.Launcher
 
 	// cleanups run when the control plane stops: they remove the cgroups
 	// it made that nothing uses.
@@ -389,7 +392,7 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	cp.Supervisor = supervisor.New(cp.Engine, l, supervisor.Options{SocketPath: cp.SocketPath, Logger: cfg.Logger,
 		ReconnectWindow: cfg.ReconnectWindow, ReattachWindow: cfg.ReattachWindow, Freezer: fz, MaxCommandOutput: cfg.MaxCommandOutput,
 		LeaseTTL: cfg.LeaseTTL, ResolveBinary: cp.resolveBinary, ResolveSources: cp.resolveSources})
-	cp.cleanups = cleanups
+	cp.cleanups, cp.launcher = cleanups, l
 	opts := server.Options{Logger: cfg.Logger, DeploymentsDir: cp.DeploymentsDir(), Ready: cp.ready, Publish: cp.PublishDeployment}
 	// An uploaded program prints its manifest in a sandbox, like every
 	// other process of its code.

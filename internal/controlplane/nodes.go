@@ -14,7 +14,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/deploy"
+	"github.com/helmr-go/helmr/internal/engine"
 	"github.com/helmr-go/helmr/internal/store"
+	"github.com/helmr-go/helmr/internal/supervisor"
 )
 
 // Several nodes on one PostgreSQL database (docs/scale-out.md): each has
@@ -97,8 +99,19 @@ func (cp *ControlPlane) stopListening() {
 // whose sources archive (sourcesDigest, "" for none) is kept in the
 // deployments directory; with a shared database both are kept there too,
 // for the other nodes.
-func (cp *ControlPlane) PublishDeployment(ctx context.Context, digest string, m helmrtype.Manifest, path, sourcesDigest string) (*helmrtype.Deployment, error) {
+//
+// Before the Deployment becomes current, every Template's image is pulled
+// and built on this node with the launcher's image store (Copy steps read
+// the Deployment's sources), so that its first Sessions find them cached;
+// progress, when set, hears each step. An image that cannot be made
+// refuses the Deployment (image_build_failed) and the current Deployment
+// stays what it was. Other nodes build an image at their first launch of
+// it.
+func (cp *ControlPlane) PublishDeployment(ctx context.Context, digest string, m helmrtype.Manifest, path, sourcesDigest string, progress func(helmrtype.DeployProgress)) (*helmrtype.Deployment, error) {
 	if err := cp.checkLimits(m); err != nil {
+		return nil, err
+	}
+	if err := cp.prepareImages(ctx, m, sourcesDigest, progress); err != nil {
 		return nil, err
 	}
 	if cp.shared {
@@ -120,6 +133,29 @@ func (cp *ControlPlane) PublishDeployment(ctx context.Context, digest string, m 
 		}
 	}
 	return cp.Engine.PublishDeployment(ctx, digest, m, path, sourcesDigest)
+}
+
+// prepareImages resolves the images of m's Templates, when the launcher
+// has images to prepare (the default one does).
+func (cp *ControlPlane) prepareImages(ctx context.Context, m helmrtype.Manifest, sourcesDigest string, progress func(helmrtype.DeployProgress)) error {
+	p, ok := cp.launcher.(supervisor.ImagePreparer)
+	if !ok {
+		return nil
+	}
+	// The engine validates the manifest again as it publishes; an invalid
+	// one is refused before anything is built for it.
+	if err := engine.ValidateManifest(&m); err != nil {
+		return err
+	}
+	sourceDir := ""
+	if sourcesDigest != "" {
+		dir, err := cp.resolveSources(ctx, sourcesDigest)
+		if err != nil {
+			return err
+		}
+		sourceDir = dir
+	}
+	return p.PrepareImages(ctx, m, sourceDir, progress)
 }
 
 // StoreSources keeps a sources archive read from r in the deployments

@@ -31,12 +31,23 @@ const (
 // Resolve returns the root filesystem of m, pulling and building what is not
 // cached yet. Registry tags are re-resolved on every call.
 func (s *Store) Resolve(ctx context.Context, m helmrtype.ImageManifest, b BuildOptions) (*Image, error) {
+	start := time.Now()
+	if !m.Host {
+		b.report(helmrtype.DeployProgress{Kind: helmrtype.ProgressImage, State: helmrtype.ProgressStarted, Image: m.Name, Ref: m.From, Steps: len(m.Steps)})
+	}
 	img, err := s.resolve(ctx, m, b)
 	if err != nil {
 		return nil, fmt.Errorf("image %q: %w", m.Name, err)
 	}
+	if !m.Host {
+		b.report(helmrtype.DeployProgress{Kind: helmrtype.ProgressImage, State: helmrtype.ProgressDone, Image: m.Name, Ref: m.From,
+			Steps: len(m.Steps), Cached: img.Cached, Digest: img.Digest, DurationMS: since(start)})
+	}
 	return img, nil
 }
+
+// since is the time since start in milliseconds, for progress events.
+func since(start time.Time) int64 { return time.Since(start).Milliseconds() }
 
 func (s *Store) resolve(ctx context.Context, m helmrtype.ImageManifest, b BuildOptions) (*Image, error) {
 	if m.Host {
@@ -58,7 +69,12 @@ func (s *Store) resolve(ctx context.Context, m helmrtype.ImageManifest, b BuildO
 	case "scratch":
 		bs, err = s.scratch(ctx)
 	default:
-		bs, err = s.pull(ctx, m.From)
+		start := time.Now()
+		b.report(helmrtype.DeployProgress{Kind: helmrtype.ProgressPull, State: helmrtype.ProgressStarted, Image: m.Name, Ref: m.From})
+		if bs, err = s.pull(ctx, m.From); err == nil {
+			b.report(helmrtype.DeployProgress{Kind: helmrtype.ProgressPull, State: helmrtype.ProgressDone, Image: m.Name, Ref: m.From,
+				Cached: bs.cached, Digest: "sha256:" + bs.key, DurationMS: since(start)})
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -72,9 +88,16 @@ func (s *Store) resolve(ctx context.Context, m helmrtype.ImageManifest, b BuildO
 		cached:  bs.cached,
 	}
 	for i, step := range m.Steps {
+		ev := helmrtype.DeployProgress{Kind: helmrtype.ProgressStep, State: helmrtype.ProgressStarted, Image: m.Name,
+			Step: i + 1, Steps: len(m.Steps), Op: step.Op, Args: step.Args}
+		b.report(ev)
+		start := time.Now()
+		st.built = false
 		if err := s.step(ctx, st, step, b); err != nil {
-			return nil, fmt.Errorf("step %d (%s %q): %w", i, step.Op, step.Args, err)
+			return nil, fmt.Errorf("step %d of %d (%s %q): %w", i+1, len(m.Steps), step.Op, step.Args, err)
 		}
+		ev.State, ev.Cached, ev.DurationMS = helmrtype.ProgressDone, !st.built && (step.Op == OpCopy || step.Op == OpRun), since(start)
+		b.report(ev)
 	}
 	return &Image{
 		Root:    s.rootDir(st.key),
@@ -94,6 +117,7 @@ type buildState struct {
 	workdir string
 	user    string
 	cached  bool
+	built   bool // the last copy or run step built its root (not cached)
 }
 
 // cwd is the directory relative paths are resolved against.
@@ -244,7 +268,7 @@ func (s *Store) build(ctx context.Context, st *buildState, key, op string, apply
 	}
 	published = true
 	s.log.Info("image step built", "op", op, "root", key, "took", time.Since(start).Round(time.Millisecond))
-	st.key, st.cached = key, false
+	st.key, st.cached, st.built = key, false, true
 	return nil
 }
 

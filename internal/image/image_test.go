@@ -635,8 +635,8 @@ func TestRunStepFailure(t *testing.T) {
 		{Op: "run", Args: []string{"/bin/sh", "-c", "touch partial; exit 3"}},
 	}}
 	_, err := s.Resolve(ctx, m, BuildOptions{SourceDir: src})
-	if err == nil || !strings.Contains(err.Error(), "step 1") || !strings.Contains(err.Error(), "exit 3") {
-		t.Fatalf("error %v, want one naming step 1 and its argv", err)
+	if err == nil || !strings.Contains(err.Error(), "step 2 of 2") || !strings.Contains(err.Error(), "exit 3") {
+		t.Fatalf("error %v, want one naming step 2 of 2 and its argv", err)
 	}
 	roots := names(t, filepath.Join(s.Dir(), "roots"))
 	if len(roots) != 4 { // the base and the copy step, each a directory and its metadata
@@ -924,5 +924,58 @@ func TestResolveErrors(t *testing.T) {
 	cancel()
 	if _, err := s.Resolve(canceled, helmrtype.ImageManifest{Name: "c", From: reg.host + "/no/such:image"}, BuildOptions{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("canceled: %v", err)
+	}
+}
+
+// progressLine is a progress event without its timing, for comparison.
+func progressLine(p helmrtype.DeployProgress) string {
+	return fmt.Sprintf("%s %s %s step %d/%d %s cached=%v digest=%v", p.Kind, p.State, p.Ref, p.Step, p.Steps, p.Op, p.Cached, p.Digest != "")
+}
+
+// Progress reports the pull, each step and the image, started and done,
+// and says cached on a second Resolve that builds nothing.
+func TestProgress(t *testing.T) {
+	reg := newRegistry(t)
+	img, _ := baseImage(t)
+	ref := reg.push("test/base:v1", img)
+	s := reg.store(t, t.TempDir(), nil)
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := helmrtype.ImageManifest{Name: "p", From: ref, Steps: []helmrtype.ImageStep{
+		{Op: "env", Args: []string{"A", "1"}},
+		{Op: "copy", Args: []string{"/f", "f"}},
+	}}
+	resolve := func() []string {
+		var got []string
+		_, err := s.Resolve(context.Background(), m, BuildOptions{SourceDir: src, Progress: func(p helmrtype.DeployProgress) {
+			if p.Image != "p" {
+				t.Errorf("event of image %q", p.Image)
+			}
+			got = append(got, progressLine(p))
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	want := func(cached bool) []string {
+		return []string{
+			fmt.Sprintf("image started %s step 0/2  cached=false digest=false", ref),
+			fmt.Sprintf("pull started %s step 0/0  cached=false digest=false", ref),
+			fmt.Sprintf("pull done %s step 0/0  cached=%v digest=true", ref, cached),
+			"step started  step 1/2 env cached=false digest=false",
+			"step done  step 1/2 env cached=false digest=false",
+			"step started  step 2/2 copy cached=false digest=false",
+			fmt.Sprintf("step done  step 2/2 copy cached=%v digest=false", cached),
+			fmt.Sprintf("image done %s step 0/2  cached=%v digest=true", ref, cached),
+		}
+	}
+	if got := resolve(); !slices.Equal(got, want(false)) {
+		t.Fatalf("first resolve's progress:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want(false), "\n"))
+	}
+	if got := resolve(); !slices.Equal(got, want(true)) {
+		t.Fatalf("cached resolve's progress:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want(true), "\n"))
 	}
 }

@@ -49,6 +49,7 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/helmr-go/helmr/helmrtype"
 )
 
 // Options configure a Store.
@@ -69,6 +70,19 @@ type Runner interface {
 // BuildOptions are what Resolve needs beyond the manifest.
 type BuildOptions struct {
 	SourceDir string // the agent package directory, for "copy" sources; "" refuses copy steps
+	// Progress, when set, is called as the image is prepared: an image
+	// started, a pull started and done, each build step started and done,
+	// the image done (with Cached, Digest and DurationMS on done events).
+	// Template is left empty for the caller to fill. It is called on the
+	// goroutine that called Resolve; a failure ends the events with no done.
+	Progress func(helmrtype.DeployProgress)
+}
+
+// report calls b.Progress, when set, with p.
+func (b BuildOptions) report(p helmrtype.DeployProgress) {
+	if b.Progress != nil {
+		b.Progress(p)
+	}
 }
 
 // Image is a resolved image: a root filesystem and how processes start in it.

@@ -13,6 +13,7 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"mime"
 	"net/http"
 	"os"
 	"path"
@@ -68,10 +69,12 @@ type Options struct {
 	// Ready reports readiness for /readyz; nil means always ready.
 	Ready func() error
 	// Publish publishes an uploaded Deployment (its binary at path, and the
-	// digest of its sources archive, kept in DeploymentsDir, or ""); nil
-	// publishes it with the engine alone. The control plane adds keeping
-	// the binary and the sources where other nodes find them.
-	Publish func(ctx context.Context, digest string, m helmrtype.Manifest, path, sourcesDigest string) (*helmrtype.Deployment, error)
+	// digest of its sources archive, kept in DeploymentsDir, or ""),
+	// calling progress (which may be nil) as it prepares the images; nil
+	// publishes it with the engine alone. The control plane adds preparing
+	// the Templates' images and keeping the binary and the sources where
+	// other nodes find them.
+	Publish func(ctx context.Context, digest string, m helmrtype.Manifest, path, sourcesDigest string, progress func(helmrtype.DeployProgress)) (*helmrtype.Deployment, error)
 	// ReadManifest runs an uploaded artifact (at path, for runtime) with
 	// the manifest flag; the control plane runs it in a sandbox. nil runs
 	// it on this host (deploy.ReadManifestAs).
@@ -255,6 +258,15 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if he := s.apiError(r, err); he != nil {
+		writeJSON(w, helmrtype.HTTPStatus(he.Code), helmrtype.ErrorEnvelope{Error: he})
+	}
+}
+
+// apiError is the error a failed request answers with: err itself when it
+// has a code, else one chosen (and logged) for it; nil when the client is
+// gone and nothing is to be answered.
+func (s *Server) apiError(r *http.Request, err error) *helmrtype.Error {
 	var he *helmrtype.Error
 	switch {
 	case errors.As(err, &he):
@@ -265,7 +277,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		he = &helmrtype.Error{Code: helmrtype.CodeStoragePressure, Message: "the control plane's disk is full; nothing was stored, retry once space is freed"}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		if r.Context().Err() != nil {
-			return // the client is gone
+			return nil // the client is gone
 		}
 		he = &helmrtype.Error{Code: helmrtype.CodeUnavailable, Message: "the request timed out"}
 	default:
@@ -273,7 +285,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "request_id", rid, "err", err)
 		he = &helmrtype.Error{Code: helmrtype.CodeInternal, Message: "internal error"}
 	}
-	writeJSON(w, helmrtype.HTTPStatus(he.Code), helmrtype.ErrorEnvelope{Error: he})
+	return he
 }
 
 // decode reads a JSON body strictly: unknown fields and trailing data are errors.
@@ -645,16 +657,86 @@ func (s *Server) createDeployment(w http.ResponseWriter, r *http.Request) error 
 			return err
 		}
 	}
-	publish := s.eng.PublishDeployment
+	publish := func(ctx context.Context, digest string, m helmrtype.Manifest, path, sourcesDigest string, _ func(helmrtype.DeployProgress)) (*helmrtype.Deployment, error) {
+		return s.eng.PublishDeployment(ctx, digest, m, path, sourcesDigest)
+	}
 	if s.opts.Publish != nil {
 		publish = s.opts.Publish
 	}
-	d, err := publish(r.Context(), digest, m, path, sourcesDigest)
-	if err != nil {
-		return err
+	if !acceptsNDJSON(r) {
+		d, err := publish(r.Context(), digest, m, path, sourcesDigest, nil)
+		// Preparing the images may take longer than the upload's deadline.
+		rc.SetWriteDeadline(time.Now().Add(WriteTimeout))
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusCreated, d)
+		return nil
 	}
-	writeJSON(w, http.StatusCreated, d)
+	st := &progressStream{w: w, rc: rc}
+	st.start()
+	d, err := publish(r.Context(), digest, m, path, sourcesDigest, func(p helmrtype.DeployProgress) {
+		st.line(progressLine{Progress: &p})
+	})
+	if err != nil {
+		if he := s.apiError(r, err); he != nil {
+			st.line(progressLine{Error: he})
+		}
+		return nil
+	}
+	st.line(progressLine{Deployment: d})
 	return nil
+}
+
+// ndjson is the media type of the Deployment upload's progress stream.
+const ndjson = "application/x-ndjson"
+
+// acceptsNDJSON reports whether the request's Accept header names ndjson.
+func acceptsNDJSON(r *http.Request) bool {
+	for _, v := range r.Header.Values("Accept") {
+		for _, part := range strings.Split(v, ",") {
+			if t, _, err := mime.ParseMediaType(strings.TrimSpace(part)); err == nil && t == ndjson {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// progressLine is one line of the progress stream: exactly one field is set.
+type progressLine struct {
+	Progress   *helmrtype.DeployProgress `json:"progress,omitempty"`
+	Deployment *helmrtype.Deployment     `json:"deployment,omitempty"`
+	Error      *helmrtype.Error          `json:"error,omitempty"`
+}
+
+// progressStream writes a Deployment upload's answer as NDJSON, one line
+// at a time, each flushed, with the write deadline extended before each:
+// images may take longer to build than any fixed deadline.
+type progressStream struct {
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	err error // a write failed: the client is gone, the rest is dropped
+}
+
+// start sends the stream's header: 200, since the outcome is not known yet.
+func (p *progressStream) start() {
+	p.w.Header().Set("Content-Type", ndjson)
+	p.w.Header().Set("Cache-Control", "no-store")
+	p.rc.SetWriteDeadline(time.Now().Add(WriteTimeout))
+	p.w.WriteHeader(http.StatusOK)
+	p.err = p.rc.Flush()
+}
+
+// line writes v as one line and flushes it.
+func (p *progressStream) line(v progressLine) {
+	if p.err != nil {
+		return
+	}
+	p.rc.SetWriteDeadline(time.Now().Add(WriteTimeout))
+	if p.err = json.NewEncoder(p.w).Encode(v); p.err == nil {
+		p.err = p.rc.Flush()
+	}
 }
 
 type apiKeyCtx struct{}

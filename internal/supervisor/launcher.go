@@ -17,6 +17,7 @@ import (
 
 	"github.com/helmr-go/helmr/internal/computer"
 	"github.com/helmr-go/helmr/internal/deploy"
+	"github.com/helmr-go/helmr/internal/image"
 	"github.com/helmr-go/helmr/internal/protocol"
 )
 
@@ -89,9 +90,10 @@ type Launcher interface {
 }
 
 // ImageResolver turns a Template's image into a root filesystem; Copy steps
-// read their sources from sourceDir ("" refuses them).
+// read their sources from b.SourceDir ("" refuses them), and b.Progress,
+// when set, hears the pull and each step.
 type ImageResolver interface {
-	Resolve(ctx context.Context, m helmrtype.ImageManifest, sourceDir string) (computer.Image, error)
+	Resolve(ctx context.Context, m helmrtype.ImageManifest, b image.BuildOptions) (computer.Image, error)
 }
 
 // Paths inside a Computer where a session process finds the runtime.
@@ -172,15 +174,9 @@ func (l *ComputerLauncher) Launch(ctx context.Context, spec LaunchSpec) (Process
 
 // computerSpec resolves a Computer's image and makes sure it exists.
 func (l *ComputerLauncher) computerSpec(ctx context.Context, id string, t helmrtype.TemplateManifest, sourceDir string) (computer.Spec, error) {
-	img := computer.Image{Host: true}
-	if m := t.Image; !m.Host {
-		if l.Images == nil {
-			return computer.Spec{}, fmt.Errorf("template %s: image %q needs an image store", t.ID, m.From)
-		}
-		var err error
-		if img, err = l.Images.Resolve(ctx, m, sourceDir); err != nil {
-			return computer.Spec{}, fmt.Errorf("template %s: %w", t.ID, err)
-		}
+	img, err := templateImage(ctx, l.Images, t, sourceDir, nil)
+	if err != nil {
+		return computer.Spec{}, err
 	}
 	allow, err := helmrtype.ParseNetworkAllow(t.NetworkAllow)
 	if err != nil {

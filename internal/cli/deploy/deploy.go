@@ -9,6 +9,7 @@ import (
 
 	"github.com/helmr-go/helmr/helmrclient"
 	"github.com/helmr-go/helmr/internal/cli/clienv"
+	"github.com/helmr-go/helmr/internal/cli/progress"
 	builder "github.com/helmr-go/helmr/internal/deploy"
 	"github.com/spf13/cobra"
 )
@@ -24,7 +25,10 @@ func New(g *clienv.Globals) *cobra.Command {
 			"the control plane (HELMR_API_URL), which stores it as an immutable, content-addressed Deployment\n" +
 			"and makes it current. New Sessions pin it; existing Sessions keep their Deployment.\n" +
 			"When the Templates have Copy(dst, source) steps, the files and directories they name (relative\n" +
-			"to DIR, never outside it) are packed into a deterministic tar and uploaded with the binary.",
+			"to DIR, never outside it) are packed into a deterministic tar and uploaded with the binary.\n" +
+			"The server pulls and builds the Templates' images before the Deployment becomes current; a\n" +
+			"failing build refuses it and the current Deployment stays. Progress (build, upload, each image\n" +
+			"pull and step) goes to stderr: one status line rewritten on a terminal, else one line per step.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.Client()
@@ -36,9 +40,15 @@ func New(g *clienv.Globals) *cobra.Command {
 				return err
 			}
 			defer os.RemoveAll(tmp)
+			p := progress.New(g.Streams.Err)
+			p.Step("building " + args[0])
 			b, err := builder.BuildDirLog(cmd.Context(), args[0], tmp, g.Streams.Err)
 			if err != nil {
 				return err
+			}
+			p.Step(fmt.Sprintf("built %s (%s)", args[0], b.Digest[:min(len(b.Digest), 19)]))
+			if srcs := b.Manifest.CopySources(); len(srcs) > 0 {
+				p.Step("bundling " + strings.Join(srcs, ", "))
 			}
 			srcFile, _, err := builder.PackSourcesFile(args[0], tmp, b.Manifest)
 			if err != nil {
@@ -49,16 +59,31 @@ func New(g *clienv.Globals) *cobra.Command {
 				return err
 			}
 			defer f.Close()
-			up := helmrclient.DeploymentUpload{Manifest: b.Manifest, Binary: f}
+			total, err := size(f)
+			if err != nil {
+				return err
+			}
+			up := helmrclient.DeploymentUpload{Manifest: b.Manifest, Binary: f, Progress: p.Progress}
 			if srcFile != "" {
 				sf, err := os.Open(srcFile)
 				if err != nil {
 					return err
 				}
 				defer sf.Close()
+				n, err := size(sf)
+				if err != nil {
+					return err
+				}
+				total += n
 				up.Sources = sf
 			}
+			u := progress.NewUpload(p, total)
+			up.Binary = u.Reader(up.Binary)
+			if up.Sources != nil {
+				up.Sources = u.Reader(up.Sources)
+			}
 			d, err := c.Deployments.Upload(cmd.Context(), up)
+			p.Clear()
 			if err != nil {
 				return err
 			}
@@ -72,4 +97,13 @@ func New(g *clienv.Globals) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// size is the size of an open file.
+func size(f *os.File) (int64, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/helmr-go/helmr/internal/cli/clienv"
+	"github.com/helmr-go/helmr/internal/cli/progress"
 	"github.com/helmr-go/helmr/internal/cli/serve"
 	"github.com/helmr-go/helmr/internal/computer/local"
 	"github.com/helmr-go/helmr/internal/controlplane"
@@ -33,7 +34,9 @@ func Command() *cobra.Command {
 		Long: "helmr dev builds the agent package in DIR (a Go main package, or a TypeScript package with a\n" +
 			"package.json depending on @helmr/sdk, bundled and run by Node), deploys it to an embedded control\n" +
 			"plane listening on loopback, and rebuilds and redeploys it whenever its sources change.\n" +
-			"New Sessions pin the newest Deployment; existing Sessions keep theirs.",
+			"New Sessions pin the newest Deployment; existing Sessions keep theirs. Each (re)deploy prints its\n" +
+			"steps on stderr (build, sources, each image pull and build step), and a Template image that\n" +
+			"fails to build keeps the previous Deployment current.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -128,21 +131,28 @@ func publish(ctx context.Context, r *serve.Running, dir string, copied []string,
 	if err != nil {
 		return "", copied, err
 	}
+	p := progress.New(errw)
+	p.Step("building " + dir)
 	b, err := deploy.BuildDirLog(ctx, dir, r.CP.DeploymentsDir(), errw)
 	if err != nil {
 		return fp + deploy.FingerprintPaths(dir, copied), copied, err
 	}
-	fp, err = publishBuilt(ctx, r, dir, fp, b, out)
+	p.Step(fmt.Sprintf("built %s (%s)", dir, b.Digest[:min(len(b.Digest), 19)]))
+	fp, err = publishBuilt(ctx, r, dir, fp, b, p, out)
 	if err != nil {
 		return fp, copied, err
 	}
 	return fp, b.Manifest.CopySources(), nil
 }
 
-// publishBuilt publishes b, built from dir, and returns fp with the
+// publishBuilt publishes b, built from dir, printing the steps on p (the
+// sources bundled, the images prepared), and returns fp with the
 // fingerprint of the paths its Templates copy.
-func publishBuilt(ctx context.Context, r *serve.Running, dir, fp string, b *deploy.Built, out io.Writer) (string, error) {
+func publishBuilt(ctx context.Context, r *serve.Running, dir, fp string, b *deploy.Built, p *progress.Printer, out io.Writer) (string, error) {
 	fp += deploy.FingerprintPaths(dir, b.Manifest.CopySources())
+	if srcs := b.Manifest.CopySources(); len(srcs) > 0 {
+		p.Step("bundling " + strings.Join(srcs, ", "))
+	}
 	var sourcesDigest string
 	file, _, err := deploy.PackSourcesFile(dir, r.CP.DeploymentsDir(), b.Manifest)
 	if err != nil {
@@ -160,7 +170,8 @@ func publishBuilt(ctx context.Context, r *serve.Running, dir, fp string, b *depl
 			return fp, err
 		}
 	}
-	d, err := r.CP.PublishDeployment(ctx, b.Digest, b.Manifest, b.Binary, sourcesDigest)
+	d, err := r.CP.PublishDeployment(ctx, b.Digest, b.Manifest, b.Binary, sourcesDigest, p.Progress)
+	p.Clear()
 	if err != nil {
 		return fp, err
 	}

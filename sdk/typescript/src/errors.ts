@@ -11,7 +11,7 @@ export type ErrorCode =
   | "unauthorized" | "forbidden" | "no_deployment" | "handler_failed" | "process_exited"
   | "execution_lost" | "interrupted" | "deadline_exceeded" | "callback_failed"
   | "message_rejected" | "cleanup_failed" | "cancelled" | "storage_pressure" | "unavailable"
-  | "internal" | "answer_invalid" | "policy_invalid" | "sources_invalid" | "ask_not_pending"
+  | "internal" | "answer_invalid" | "policy_invalid" | "sources_invalid" | "image_build_failed" | "ask_not_pending"
   | "token_cancelled" | "token_completion_conflict" | "token_expired" | "wait_cancelled"
   | "wait_timeout"
 
