@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
-	"golang.org/x/sys/unix"
 )
 
 // Printer prints steps to one writer; it is safe for concurrent use.
@@ -32,11 +31,7 @@ func New(w io.Writer) *Printer { return &Printer{w: w, tty: IsTerminal(w)} }
 // IsTerminal reports whether w is a terminal.
 func IsTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
+	return ok && isTerminal(f)
 }
 
 // Status shows s as the work in progress: on a terminal it replaces the
