@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/helmr-go/helmr/helmrclient"
 	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/store/pgstore/pgtest"
 )
@@ -147,5 +148,44 @@ func TestRevocationOnEveryNode(t *testing.T) {
 	var he *helmrtype.Error
 	if !errors.As(err, &he) || he.Code != helmrtype.CodeConflict || he.Details["reason"] != "last_admin_key" {
 		t.Fatalf("revoke the last admin key: %v; want conflict last_admin_key", err)
+	}
+}
+
+// helmrclient's Keys and Inbox against a real control plane.
+func TestClientKeysAndInbox(t *testing.T) {
+	p := startPlane(t, "")
+	ctx := t.Context()
+	c := helmrclient.New(p.url, p.key)
+	k, err := c.Keys.Create(ctx, "dashboard", helmrtype.RoleViewer)
+	if err != nil || k.Secret == "" || !strings.HasPrefix(k.Secret, k.Prefix) {
+		t.Fatalf("Keys.Create = %+v, %v", k, err)
+	}
+	page, err := c.Keys.List(ctx, helmrclient.ListOptions{Limit: 1})
+	if err != nil || len(page.Keys) != 1 || page.Keys[0].Role != helmrtype.RoleAdmin || page.NextCursor == "" {
+		t.Fatalf("Keys.List(limit 1) = %+v, %v; want the first, admin key and a cursor", page, err)
+	}
+	page, err = c.Keys.List(ctx, helmrclient.ListOptions{Cursor: page.NextCursor})
+	if err != nil || len(page.Keys) != 1 || page.Keys[0].ID != k.ID {
+		t.Fatalf("Keys.List(next) = %+v, %v", page, err)
+	}
+	v := helmrclient.New(p.url, k.Secret)
+	if asks, err := v.Inbox.List(ctx, helmrclient.InboxOptions{Status: helmrtype.AskPending}); err != nil || len(asks.Asks) != 0 {
+		t.Fatalf("Inbox.List as a viewer = %+v, %v", asks, err)
+	}
+	if _, err := v.Keys.List(ctx, helmrclient.ListOptions{}); !errors.Is(err, helmrtype.CodeForbidden) {
+		t.Fatalf("Keys.List as a viewer: %v; want forbidden", err)
+	}
+	if _, err := c.Keys.Revoke(ctx, k.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Inbox.List(ctx, helmrclient.InboxOptions{}); !errors.Is(err, helmrtype.CodeUnauthorized) {
+		t.Fatalf("a revoked key: %v; want unauthorized", err)
+	}
+	if _, err := c.Keys.Revoke(ctx, page.Keys[0].ID); err != nil {
+		t.Fatalf("revoke again: %v", err)
+	}
+	all, _ := c.Keys.List(ctx, helmrclient.ListOptions{})
+	if _, err := c.Keys.Revoke(ctx, all.Keys[0].ID); !errors.Is(err, helmrtype.CodeConflict) {
+		t.Fatalf("revoke the last admin key: %v; want conflict", err)
 	}
 }
