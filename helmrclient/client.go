@@ -48,6 +48,10 @@ type Client struct {
 	Deployments *Deployments
 	// Tokens reads, completes and cancels Tokens.
 	Tokens *Tokens
+	// Keys creates, lists and revokes API keys (admin keys only).
+	Keys *Keys
+	// Inbox lists and answers the questions of every Session.
+	Inbox *Inbox
 	// Schedules reads the Schedules of cron triggers.
 	Schedules *Schedules
 
@@ -141,6 +145,8 @@ func New(baseURL, apiKey string, opts ...Option) *Client {
 	c.Agents = &Agents{c: c}
 	c.Deployments = &Deployments{c: c}
 	c.Tokens = &Tokens{c: c}
+	c.Keys = &Keys{c: c}
+	c.Inbox = &Inbox{c: c}
 	c.Schedules = &Schedules{c: c}
 	c.Computers = &Computers{c: c}
 	c.Commands = &Commands{c: c}

@@ -11,12 +11,14 @@ import (
 
 	"github.com/helmr-go/helmr/helmrclient"
 	"github.com/helmr-go/helmr/internal/cli/agent"
+	"github.com/helmr-go/helmr/internal/cli/ask"
 	"github.com/helmr-go/helmr/internal/cli/clienv"
 	"github.com/helmr-go/helmr/internal/cli/computer"
 	"github.com/helmr-go/helmr/internal/cli/deploy"
 	"github.com/helmr-go/helmr/internal/cli/deployment"
 	"github.com/helmr-go/helmr/internal/cli/dev"
 	"github.com/helmr-go/helmr/internal/cli/initcmd"
+	"github.com/helmr-go/helmr/internal/cli/key"
 	"github.com/helmr-go/helmr/internal/cli/profile"
 	"github.com/helmr-go/helmr/internal/cli/schedule"
 	servecmd "github.com/helmr-go/helmr/internal/cli/serve"
@@ -79,7 +81,7 @@ func NewRoot(io Streams, extra ...Builder) *cobra.Command {
 	pf.StringVar(&g.APIKey, "api-key", "", fmt.Sprintf("API key (env %s)", clienv.EnvAPIKey))
 	pf.BoolVar(&g.JSON, "json", false, "print the API object as JSON")
 
-	root.AddCommand(agent.New(g), session.New(g), token.New(g), schedule.New(g), computer.New(g), deploy.New(g), deployment.New(g), version.New(g), initcmd.New(g), profile.NewLogin(g), profile.New(g), dev.Command(), servecmd.ServerCommand())
+	root.AddCommand(agent.New(g), session.New(g), token.New(g), ask.New(g), key.New(g), schedule.New(g), computer.New(g), deploy.New(g), deployment.New(g), version.New(g), initcmd.New(g), profile.NewLogin(g), profile.New(g), dev.Command(), servecmd.ServerCommand())
 	for _, b := range extra {
 		if c := b(g); c != nil {
 			root.AddCommand(c)

@@ -20,6 +20,7 @@ type waitResult struct {
 	PID   int             `json:"pid"`
 	Init  int             `json:"init"`
 	By    string          `json:"responded_by"`
+	ByID  string          `json:"responded_by_id"`
 }
 
 func result(t *testing.T, o helmrtype.TurnOutcome) waitResult {

@@ -211,3 +211,50 @@ func (e *Engine) RespondAsk(ctx context.Context, sessionID, turnID, askID string
 	e.announce(rs)
 	return &out, nil
 }
+
+// ListAllAsks returns the questions of every Session with the status
+// (pending, responded or cancelled; "" for all), newest first, a page at
+// a time: the inbox of the people who answer them.
+func (e *Engine) ListAllAsks(ctx context.Context, status, cursor string, limit int) (*helmrtype.AskPage, error) {
+	switch status {
+	case "", helmrtype.AskPending, helmrtype.AskResponded, helmrtype.AskCancelled:
+	default:
+		return nil, &helmrtype.Error{Code: helmrtype.CodeInvalidRequest, Message: "status must be pending, responded or cancelled",
+			Details: map[string]any{"status": status}}
+	}
+	limit, err := pageLimit(limit, 100)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := read(ctx, e.store, func(tx store.Tx) ([]store.Ask, error) { return tx.ListAsksByStatus(ctx, status, cursor, limit+1) })
+	if err != nil {
+		return nil, err
+	}
+	out := &helmrtype.AskPage{Asks: []helmrtype.AskState{}}
+	rows, out.NextCursor = trimPage(rows, limit, func(a *store.Ask) string { return a.ID })
+	for i := range rows {
+		st, err := askState(&rows[i])
+		if err != nil {
+			return nil, err
+		}
+		out.Asks = append(out.Asks, st)
+	}
+	return out, nil
+}
+
+// GetAskByID returns a question by its ID alone, whatever its Session
+// and Turn.
+func (e *Engine) GetAskByID(ctx context.Context, askID string) (*helmrtype.AskState, error) {
+	a, err := read(ctx, e.store, func(tx store.Tx) (*store.Ask, error) { return tx.GetAsk(ctx, askID) })
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, notFound("question", askID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	st, err := askState(a)
+	if err != nil {
+		return nil, err
+	}
+	return &st, nil
+}

@@ -105,7 +105,11 @@ type Engine struct {
 	// idle tracks the implicit Computers seen unused (ReapIdleComputers).
 	idle idleComputers
 
-	keys    sync.Map // API key hash → *store.APIKey
+	keys sync.Map // API key hash → *store.APIKey (a single node's cache)
+	// keysMu guards keysGen, which each revocation increments: a key read
+	// before a revocation is not cached after it.
+	keysMu  sync.Mutex
+	keysGen uint64
 	parents sync.Map // Session ID → parent Session ID (immutable)
 	deps    sync.Map // deployment ID → *deployment (immutable)
 }
@@ -343,57 +347,4 @@ func NewSecret(prefix string) (secret, hash string) {
 func HashSecret(secret string) string {
 	sum := sha256.Sum256([]byte(secret))
 	return hex.EncodeToString(sum[:])
-}
-
-// CreateAPIKey stores a new API key and returns its plaintext, shown once.
-func (e *Engine) CreateAPIKey(ctx context.Context, name string) (string, error) {
-	secret, hash := NewSecret("hlmr_sk_")
-	err := e.store.Update(ctx, func(tx store.Tx) error {
-		return tx.InsertAPIKey(ctx, &store.APIKey{ID: NewID(), Name: name, Hash: hash, CreatedAt: e.Now()})
-	})
-	return secret, err
-}
-
-// BootstrapAPIKey creates the control plane's first API key, once: created
-// is false (and key empty) when it was made before.
-func (e *Engine) BootstrapAPIKey(ctx context.Context, name string) (key string, created bool, err error) {
-	secret, hash := NewSecret("hlmr_sk_")
-	err = e.store.Update(ctx, func(tx store.Tx) error {
-		if _, err := tx.GetMeta(ctx, "bootstrap_api_key"); err == nil {
-			return nil
-		} else if !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-		created = true
-		if err := tx.InsertAPIKey(ctx, &store.APIKey{ID: NewID(), Name: name, Hash: hash, CreatedAt: e.Now()}); err != nil {
-			return err
-		}
-		return tx.PutMeta(ctx, "bootstrap_api_key", "created")
-	})
-	if err != nil || !created {
-		return "", false, err
-	}
-	return secret, true, nil
-}
-
-// Authenticate returns the API key whose plaintext is secret.
-func (e *Engine) Authenticate(ctx context.Context, secret string) (*store.APIKey, error) {
-	hash := HashSecret(secret)
-	if k, ok := e.keys.Load(hash); ok {
-		return k.(*store.APIKey), nil
-	}
-	var k *store.APIKey
-	err := e.store.View(ctx, func(tx store.Tx) error {
-		var err error
-		k, err = tx.GetAPIKeyByHash(ctx, hash)
-		return err
-	})
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, helmrtype.Errorf(helmrtype.CodeUnauthorized, "the API key is not valid")
-	}
-	if err != nil {
-		return nil, err
-	}
-	e.keys.Store(hash, k)
-	return k, nil
 }

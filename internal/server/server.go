@@ -13,6 +13,7 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"maps"
 	"mime"
 	"net/http"
 	"os"
@@ -92,6 +93,8 @@ type Server struct {
 	stopOnce sync.Once
 	// authFails limits failed authentication per client address.
 	authFails *failLimiter
+	// patterns are the registered /v1 routes and their roles.
+	patterns map[string]helmrtype.Role
 }
 
 // Stop ends open event streams and waits, so that a graceful shutdown does
@@ -104,7 +107,7 @@ func New(eng *engine.Engine, opts Options) *Server {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{eng: eng, log: opts.Logger, opts: opts, mux: http.NewServeMux(), stopping: make(chan struct{}),
-		authFails: newFailLimiter()}
+		authFails: newFailLimiter(), patterns: map[string]helmrtype.Role{}}
 	s.routes()
 	return s
 }
@@ -150,57 +153,108 @@ func (s *Server) routes() {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
-	for pattern, h := range map[string]handler{
-		"POST /v1/sessions":                                            s.createSession,
-		"GET /v1/sessions":                                             s.listSessions,
-		"GET /v1/sessions/{id}":                                        s.getSession,
-		"POST /v1/sessions/{id}/turns":                                 s.enqueue,
-		"GET /v1/sessions/{id}/turns":                                  s.listTurns,
-		"GET /v1/sessions/{id}/turns/{turn_id}":                        s.getTurn,
-		"GET /v1/sessions/{id}/turns/{turn_id}/wait":                   s.waitTurn,
-		"POST /v1/sessions/{id}/turns/{turn_id}/messages":              s.sendMessage,
-		"POST /v1/sessions/{id}/turns/{turn_id}/interrupt":             s.interruptTurn,
-		"GET /v1/sessions/{id}/events":                                 s.events,
-		"GET /v1/agents":                                               s.listAgents,
-		"GET /v1/agents/{id}":                                          s.getAgent,
-		"GET /v1/deployments":                                          s.listDeployments,
-		"GET /v1/deployments/{id}":                                     s.getDeployment,
-		"POST /v1/deployments/{id}/promote":                            s.promoteDeployment,
-		"GET /v1/schedules":                                            s.listSchedules,
-		"GET /v1/schedules/{id}":                                       s.getSchedule,
-		"POST /v1/deployments":                                         s.createDeployment,
-		"GET /v1/sessions/{id}/turns/{turn_id}/asks":                   s.listAsks,
-		"GET /v1/sessions/{id}/turns/{turn_id}/asks/{ask_id}":          s.getAsk,
-		"POST /v1/sessions/{id}/turns/{turn_id}/asks/{ask_id}/respond": s.respondAsk,
-		"GET /v1/tokens/{id}":                                          s.getToken,
-		"POST /v1/sessions/{id}/interrupt":                             s.interruptSession,
-		"POST /v1/sessions/{id}/resume":                                s.resumeSession,
-		"POST /v1/sessions/{id}/close":                                 s.closeSession,
-		"POST /v1/sessions/{id}/cancel":                                s.cancelSession,
-		"POST /v1/tokens/{id}/cancel":                                  s.cancelToken,
-		"POST /v1/computers":                                           s.createComputer,
-		"GET /v1/computers":                                            s.listComputers,
-		"GET /v1/computers/{id}":                                       s.getComputer,
-		"DELETE /v1/computers/{id}":                                    s.deleteComputer,
-		"GET /v1/computers/{id}/members":                               s.computerMembers,
-		"POST /v1/computers/{id}/commands":                             s.execCommand,
-		"GET /v1/commands/{id}":                                        s.getCommand,
-		"POST /v1/commands/{id}/cancel":                                s.cancelCommand,
-		"GET /v1/commands/{id}/wait":                                   s.waitCommand,
-		"GET /v1/commands/{id}/logs":                                   s.commandLogs,
-	} {
-		s.mux.Handle(pattern, s.auth(h))
+	for pattern, rt := range s.routeTable() {
+		if !rt.role.Valid() {
+			panic("server: route " + pattern + " has no role")
+		}
+		s.route(pattern, rt)
 	}
-	// A Token's public access credential completes that Token and opens
-	// nothing else; an API key works here too.
-	s.mux.Handle("POST /v1/tokens/{id}/complete", s.tokenAuth(s.completeToken))
-	s.mux.Handle("/v1/", s.auth(func(w http.ResponseWriter, r *http.Request) error {
-		return &helmrtype.Error{Code: helmrtype.CodeNotFound, Message: "no route " + r.Method + " " + r.URL.Path}
-	}))
 }
 
-// auth checks the API key of every /v1 request.
-func (s *Server) auth(h handler) http.Handler {
+// route is one /v1 route: its handler and the least role that may call it.
+type route struct {
+	role helmrtype.Role
+	h    handler
+	// token admits a Token's public access credential as well, which
+	// completes the Token named in the path and opens nothing else.
+	token bool
+}
+
+// Roles in the route table, short.
+const (
+	viewer    = helmrtype.RoleViewer
+	responder = helmrtype.RoleResponder
+	operator  = helmrtype.RoleOperator
+	admin     = helmrtype.RoleAdmin
+)
+
+// routeTable is every /v1 route with the least role that may call it: the
+// one place that says what each role may do (docs/api.md, "Roles").
+// Viewers read; responders also answer questions and complete Tokens;
+// operators also run Sessions, Turns, controls, Computers and Commands;
+// admins also deploy and manage API keys. "/v1/" answers not_found to any
+// key.
+func (s *Server) routeTable() map[string]route {
+	return map[string]route{
+		"POST /v1/sessions":                                            {operator, s.createSession, false},
+		"GET /v1/sessions":                                             {viewer, s.listSessions, false},
+		"GET /v1/sessions/{id}":                                        {viewer, s.getSession, false},
+		"POST /v1/sessions/{id}/turns":                                 {operator, s.enqueue, false},
+		"GET /v1/sessions/{id}/turns":                                  {viewer, s.listTurns, false},
+		"GET /v1/sessions/{id}/turns/{turn_id}":                        {viewer, s.getTurn, false},
+		"GET /v1/sessions/{id}/turns/{turn_id}/wait":                   {viewer, s.waitTurn, false},
+		"POST /v1/sessions/{id}/turns/{turn_id}/messages":              {operator, s.sendMessage, false},
+		"POST /v1/sessions/{id}/turns/{turn_id}/interrupt":             {operator, s.interruptTurn, false},
+		"GET /v1/sessions/{id}/events":                                 {viewer, s.events, false},
+		"GET /v1/agents":                                               {viewer, s.listAgents, false},
+		"GET /v1/agents/{id}":                                          {viewer, s.getAgent, false},
+		"GET /v1/deployments":                                          {viewer, s.listDeployments, false},
+		"GET /v1/deployments/{id}":                                     {viewer, s.getDeployment, false},
+		"POST /v1/deployments/{id}/promote":                            {admin, s.promoteDeployment, false},
+		"GET /v1/schedules":                                            {viewer, s.listSchedules, false},
+		"GET /v1/schedules/{id}":                                       {viewer, s.getSchedule, false},
+		"POST /v1/deployments":                                         {admin, s.createDeployment, false},
+		"GET /v1/asks":                                                 {viewer, s.listAllAsks, false},
+		"GET /v1/asks/{ask_id}":                                        {viewer, s.getAskByID, false},
+		"GET /v1/sessions/{id}/turns/{turn_id}/asks":                   {viewer, s.listAsks, false},
+		"GET /v1/sessions/{id}/turns/{turn_id}/asks/{ask_id}":          {viewer, s.getAsk, false},
+		"POST /v1/sessions/{id}/turns/{turn_id}/asks/{ask_id}/respond": {responder, s.respondAsk, false},
+		"GET /v1/tokens/{id}":                                          {viewer, s.getToken, false},
+		"POST /v1/tokens/{id}/complete":                                {responder, s.completeToken, true},
+		"POST /v1/sessions/{id}/interrupt":                             {operator, s.interruptSession, false},
+		"POST /v1/sessions/{id}/resume":                                {operator, s.resumeSession, false},
+		"POST /v1/sessions/{id}/close":                                 {operator, s.closeSession, false},
+		"POST /v1/sessions/{id}/cancel":                                {operator, s.cancelSession, false},
+		"POST /v1/tokens/{id}/cancel":                                  {operator, s.cancelToken, false},
+		"POST /v1/computers":                                           {operator, s.createComputer, false},
+		"GET /v1/computers":                                            {viewer, s.listComputers, false},
+		"GET /v1/computers/{id}":                                       {viewer, s.getComputer, false},
+		"DELETE /v1/computers/{id}":                                    {operator, s.deleteComputer, false},
+		"GET /v1/computers/{id}/members":                               {viewer, s.computerMembers, false},
+		"POST /v1/computers/{id}/commands":                             {operator, s.execCommand, false},
+		"GET /v1/commands/{id}":                                        {viewer, s.getCommand, false},
+		"POST /v1/commands/{id}/cancel":                                {operator, s.cancelCommand, false},
+		"GET /v1/commands/{id}/wait":                                   {viewer, s.waitCommand, false},
+		"GET /v1/commands/{id}/logs":                                   {viewer, s.commandLogs, false},
+		"POST /v1/keys":                                                {admin, s.createKey, false},
+		"GET /v1/keys":                                                 {admin, s.listKeys, false},
+		"DELETE /v1/keys/{id}":                                         {admin, s.revokeKey, false},
+		"/v1/": {viewer, func(w http.ResponseWriter, r *http.Request) error {
+			return &helmrtype.Error{Code: helmrtype.CodeNotFound, Message: "no route " + r.Method + " " + r.URL.Path}
+		}, false},
+	}
+}
+
+// route registers one /v1 route behind authentication and its role check,
+// and records its pattern (Patterns).
+func (s *Server) route(pattern string, rt route) {
+	h := s.auth(rt.role, rt.h)
+	if rt.token {
+		h = s.tokenAuth(rt.role, rt.h)
+	}
+	s.mux.Handle(pattern, h)
+	s.patterns[pattern] = rt.role
+}
+
+// Patterns returns every registered /v1 route pattern with the least role
+// that may call it.
+func (s *Server) Patterns() map[string]helmrtype.Role {
+	return maps.Clone(s.patterns)
+}
+
+// auth checks the API key of every /v1 request, and that its role is at
+// least role; a lesser role is answered 403 forbidden.
+func (s *Server) auth(role helmrtype.Role, h handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.authAllowed(w, r) {
 			return
@@ -217,6 +271,12 @@ func (s *Server) auth(h handler) http.Handler {
 			} else {
 				s.writeError(w, r, err)
 			}
+			return
+		}
+		if have := helmrtype.Role(k.Role); !have.Allows(role) {
+			s.writeError(w, r, &helmrtype.Error{Code: helmrtype.CodeForbidden,
+				Message: "this API key's role (" + string(have) + ") may not do this; it needs " + string(role) + " or above",
+				Details: map[string]any{"role": string(have), "required": string(role)}})
 			return
 		}
 		r = r.WithContext(context.WithValue(r.Context(), apiKeyCtx{}, k))
@@ -750,10 +810,10 @@ func callerKey(r *http.Request) *store.APIKey {
 	return k
 }
 
-// tokenAuth admits an API key, or the public access credential of the
-// Token named in the path.
-func (s *Server) tokenAuth(h handler) http.Handler {
-	api := s.auth(h)
+// tokenAuth admits an API key with at least role, or the public access
+// credential of the Token named in the path.
+func (s *Server) tokenAuth(role helmrtype.Role, h handler) http.Handler {
+	api := s.auth(role, h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !strings.HasPrefix(tok, engine.TokenSecretPrefix) {

@@ -73,7 +73,20 @@ type Tx interface {
 
 	// API keys
 	InsertAPIKey(ctx context.Context, k *APIKey) error
+	// GetAPIKeyByHash returns the key (revoked or not) with the hash.
 	GetAPIKeyByHash(ctx context.Context, hash string) (*APIKey, error)
+	// GetAPIKey returns the key with the ID, revoked or not.
+	GetAPIKey(ctx context.Context, id string) (*APIKey, error)
+	// ListAPIKeys returns the keys with ID > afterID, oldest first.
+	ListAPIKeys(ctx context.Context, afterID string, limit int) ([]APIKey, error)
+	// RevokeAPIKey marks the key revoked at the given time; ErrNotFound
+	// when no key has the ID. Revoking a revoked key changes nothing.
+	RevokeAPIKey(ctx context.Context, id string, at time.Time) error
+	// LockActiveAPIKeys returns the IDs of the keys with the role that are
+	// not revoked, oldest first, and holds them (PostgreSQL: FOR UPDATE)
+	// until the transaction ends, so that two revocations cannot both
+	// count the other's key.
+	LockActiveAPIKeys(ctx context.Context, role string) ([]string, error)
 
 	// Deployments
 	InsertDeployment(ctx context.Context, d *Deployment) error
@@ -211,6 +224,10 @@ type Tx interface {
 	ListAsks(ctx context.Context, turnID, afterID string, limit int) ([]Ask, error)
 	// PendingAsks returns a Turn's questions in status pending, oldest first.
 	PendingAsks(ctx context.Context, turnID string) ([]Ask, error)
+	// ListAsksByStatus returns the questions of every Session with the
+	// status ("" for any) and ID < beforeID ("" for no bound), newest
+	// first.
+	ListAsksByStatus(ctx context.Context, status, beforeID string, limit int) ([]Ask, error)
 
 	// Tokens
 	InsertToken(ctx context.Context, t *Token) error
@@ -474,12 +491,16 @@ type Wait struct {
 	ResolvedAt  *time.Time
 }
 
-// APIKey is a stored API key; only its hash is kept.
+// APIKey is a stored API key; only its hash is kept, and the secret's
+// first characters (Prefix, "" for keys made before they were kept).
 type APIKey struct {
 	ID        string
 	Name      string
 	Hash      string
+	Role      string
+	Prefix    string
 	CreatedAt time.Time
+	RevokedAt *time.Time
 }
 
 // Deployment is an immutable agent program: its binary's digest and

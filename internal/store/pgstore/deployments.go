@@ -19,19 +19,6 @@ func (t *tx) PutMeta(ctx context.Context, key, value string) error {
 	return t.exec(ctx, "", `INSERT INTO meta(key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value`, key, value)
 }
 
-func (t *tx) InsertAPIKey(ctx context.Context, k *store.APIKey) error {
-	return t.insert(ctx, nil, `INSERT INTO api_keys(id, name, hash, created_at) VALUES ($1, $2, $3, $4)`, k.ID, k.Name, k.Hash, k.CreatedAt)
-}
-
-func (t *tx) GetAPIKeyByHash(ctx context.Context, hash string) (*store.APIKey, error) {
-	var k store.APIKey
-	if err := t.one(ctx, `SELECT id, name, hash, created_at FROM api_keys WHERE hash = $1`, []any{hash}, &k.ID, &k.Name, &k.Hash, &k.CreatedAt); err != nil {
-		return nil, err
-	}
-	k.CreatedAt = utc(k.CreatedAt)
-	return &k, nil
-}
-
 const deploymentCols = `id, digest, manifest, binary_path, created_at, sources_digest`
 
 func scanDeployment(row pgx.Row) (*store.Deployment, error) {

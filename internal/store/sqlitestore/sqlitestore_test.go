@@ -350,3 +350,54 @@ func TestConcurrentReadsOfNewQueries(t *testing.T) {
 		}
 	}
 }
+
+// A key made before migration 0014 becomes an admin key, not revoked,
+// with no prefix.
+func TestKeysBeforeRolesBecomeAdmin(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if _, err := db.ExecContext(ctx, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.Version >= 14 {
+			break
+		}
+		if _, err := db.ExecContext(ctx, m.SQL); err != nil {
+			t.Fatalf("migration %d: %v", m.Version, err)
+		}
+		if _, err := db.ExecContext(ctx, `INSERT INTO schema_migrations(version, name) VALUES (?, ?)`, m.Version, m.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO api_keys(id, name, hash, created_at) VALUES ('key-old', 'local', 'h-old', 1)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	err = s.View(ctx, func(tx store.Tx) error {
+		k, err := tx.GetAPIKeyByHash(ctx, "h-old")
+		if err != nil {
+			return err
+		}
+		if k.Role != "admin" || k.Prefix != "" || k.RevokedAt != nil {
+			t.Errorf("old key after the migration: %+v; want an admin key", k)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

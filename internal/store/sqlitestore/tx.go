@@ -93,20 +93,6 @@ func (t *tx) PutMeta(ctx context.Context, key, value string) error {
 	return t.exec(ctx, `INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`, key, value)
 }
 
-func (t *tx) InsertAPIKey(ctx context.Context, k *store.APIKey) error {
-	return t.exec(ctx, `INSERT INTO api_keys(id, name, hash, created_at) VALUES (?, ?, ?, ?)`, k.ID, k.Name, k.Hash, micros(k.CreatedAt))
-}
-
-func (t *tx) GetAPIKeyByHash(ctx context.Context, hash string) (*store.APIKey, error) {
-	var k store.APIKey
-	var created int64
-	if err := t.one(ctx, `SELECT id, name, hash, created_at FROM api_keys WHERE hash = ?`, []any{hash}, &k.ID, &k.Name, &k.Hash, &created); err != nil {
-		return nil, err
-	}
-	k.CreatedAt = fromMicros(created)
-	return &k, nil
-}
-
 const deploymentCols = `id, digest, manifest, binary_path, created_at, sources_digest`
 
 func scanDeployment(sc interface{ Scan(...any) error }) (*store.Deployment, error) {

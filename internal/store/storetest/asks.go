@@ -194,6 +194,26 @@ func testListAsks(t *testing.T, s store.Store) {
 			t.Fatalf("PendingAsks: %v", err)
 		}
 		checkIDs(t, "PendingAsks(turn-none)", askIDs(as), nil)
+		for _, c := range []struct {
+			status, before string
+			limit          int
+			want           []string
+		}{
+			{"pending", "", 100, []string{"ask-6", "ask-5", "ask-3", "ask-2"}},
+			{"pending", "", 2, []string{"ask-6", "ask-5"}},
+			{"pending", "ask-5", 2, []string{"ask-3", "ask-2"}},
+			{"pending", "ask-2", 100, nil},
+			{"responded", "", 100, []string{"ask-1"}},
+			{"", "ask-5", 100, []string{"ask-4", "ask-3", "ask-2", "ask-1"}},
+			{"none", "", 100, nil},
+		} {
+			as, err := tx.ListAsksByStatus(ctx, c.status, c.before, c.limit)
+			if err != nil {
+				t.Errorf("ListAsksByStatus(%q, %q, %d): %v", c.status, c.before, c.limit, err)
+				continue
+			}
+			checkIDs(t, fmt.Sprintf("ListAsksByStatus(%q, %q, %d)", c.status, c.before, c.limit), askIDs(as), c.want)
+		}
 		return nil
 	})
 	update(t, s, func(ctx context.Context, tx store.Tx) error {

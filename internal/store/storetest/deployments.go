@@ -40,7 +40,7 @@ func testMeta(t *testing.T, s store.Store) {
 }
 
 func testAPIKeys(t *testing.T, s store.Store) {
-	k := &store.APIKey{ID: "key-1", Name: "dev laptop", Hash: "sha256:aaaa", CreatedAt: at(1)}
+	k := &store.APIKey{ID: "key-1", Name: "dev laptop", Hash: "sha256:aaaa", Role: "operator", Prefix: "hlmr_sk_ab12", CreatedAt: at(1)}
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
 		wantOK(t, "InsertAPIKey", tx.InsertAPIKey(ctx, k))
 		return nil
@@ -58,9 +58,9 @@ func testAPIKeys(t *testing.T, s store.Store) {
 		return nil
 	})
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
-		err := tx.InsertAPIKey(ctx, &store.APIKey{ID: "key-2", Name: "other", Hash: k.Hash, CreatedAt: at(2)})
+		err := tx.InsertAPIKey(ctx, &store.APIKey{ID: "key-2", Name: "other", Hash: k.Hash, Role: "admin", CreatedAt: at(2)})
 		wantErr(t, "InsertAPIKey(same hash)", err, store.ErrDuplicate)
-		err = tx.InsertAPIKey(ctx, &store.APIKey{ID: k.ID, Name: "other", Hash: "sha256:cccc", CreatedAt: at(2)})
+		err = tx.InsertAPIKey(ctx, &store.APIKey{ID: k.ID, Name: "other", Hash: "sha256:cccc", Role: "admin", CreatedAt: at(2)})
 		wantErr(t, "InsertAPIKey(same id)", err, store.ErrDuplicate)
 		return nil
 	})
@@ -71,6 +71,78 @@ func testAPIKeys(t *testing.T, s store.Store) {
 		if err != nil || got.ID != k.ID || got.Name != k.Name {
 			t.Errorf("GetAPIKeyByHash after refused duplicates = %+v, %v; want the original", got, err)
 		}
+		return nil
+	})
+}
+
+// testAPIKeyRevocation covers listing, revoking and counting keys by role.
+func testAPIKeyRevocation(t *testing.T, s store.Store) {
+	keys := []*store.APIKey{
+		{ID: "key-3", Name: "ci", Hash: "h3", Role: "viewer", Prefix: "p3", CreatedAt: at(3)},
+		{ID: "key-1", Name: "first", Hash: "h1", Role: "admin", Prefix: "p1", CreatedAt: at(1)},
+		{ID: "key-2", Name: "second", Hash: "h2", Role: "admin", CreatedAt: at(2)},
+	}
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, k := range keys {
+			wantOK(t, "InsertAPIKey", tx.InsertAPIKey(ctx, k))
+		}
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		ks, err := tx.ListAPIKeys(ctx, "", 100)
+		if err != nil {
+			t.Fatalf("ListAPIKeys: %v", err)
+		}
+		var ids []string
+		for _, k := range ks {
+			ids = append(ids, k.ID)
+		}
+		checkIDs(t, "ListAPIKeys", ids, []string{"key-1", "key-2", "key-3"})
+		if len(ks) == 3 {
+			want := *keys[0]
+			want.CreatedAt = stored(want.CreatedAt)
+			check(t, "listed APIKey", ks[2], want)
+		}
+		ks, err = tx.ListAPIKeys(ctx, "key-1", 1)
+		if err != nil || len(ks) != 1 || ks[0].ID != "key-2" {
+			t.Errorf("ListAPIKeys(key-1, 1) = %+v, %v; want key-2", ks, err)
+		}
+		got, err := tx.GetAPIKey(ctx, "key-2")
+		if err != nil || got.Hash != "h2" || got.RevokedAt != nil {
+			t.Errorf("GetAPIKey(key-2) = %+v, %v", got, err)
+		}
+		_, err = tx.GetAPIKey(ctx, "key-missing")
+		wantErr(t, "GetAPIKey(missing)", err, store.ErrNotFound)
+		return nil
+	})
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		ids, err := tx.LockActiveAPIKeys(ctx, "admin")
+		if err != nil {
+			t.Fatalf("LockActiveAPIKeys: %v", err)
+		}
+		checkIDs(t, "LockActiveAPIKeys(admin)", ids, []string{"key-1", "key-2"})
+		wantOK(t, "RevokeAPIKey", tx.RevokeAPIKey(ctx, "key-2", at(5)))
+		wantErr(t, "RevokeAPIKey(missing)", tx.RevokeAPIKey(ctx, "key-missing", at(5)), store.ErrNotFound)
+		return nil
+	})
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		// A second revocation keeps the first time.
+		wantOK(t, "RevokeAPIKey(again)", tx.RevokeAPIKey(ctx, "key-2", at(7)))
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		got, err := tx.GetAPIKeyByHash(ctx, "h2")
+		if err != nil || got.RevokedAt == nil || !got.RevokedAt.Equal(stored(at(5))) {
+			t.Errorf("GetAPIKeyByHash(revoked) = %+v, %v; want revoked at %v", got, err, stored(at(5)))
+		}
+		return nil
+	})
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		ids, err := tx.LockActiveAPIKeys(ctx, "admin")
+		if err != nil {
+			t.Fatalf("LockActiveAPIKeys: %v", err)
+		}
+		checkIDs(t, "LockActiveAPIKeys(admin) after a revocation", ids, []string{"key-1"})
 		return nil
 	})
 }

@@ -32,6 +32,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	}{
 		{"Meta", testMeta},
 		{"APIKeys", testAPIKeys},
+		{"APIKeyRevocation", testAPIKeyRevocation},
 		{"Deployments", testDeployments},
 		{"ListDeployments", testListDeployments},
 		{"Sessions", testSessions},

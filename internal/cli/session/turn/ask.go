@@ -123,6 +123,14 @@ func respond(g *clienv.Globals, cmd *cobra.Command, args []string, answer any, r
 	if err != nil {
 		return err
 	}
+	return Respond(g, cmd, c, args[0], args[1], args[2], answer, responseID)
+}
+
+// Respond answers the question askID of a Session's Turn and prints it.
+// Without responseID it generates a UUIDv7 and prints it, so that a
+// failed call can be retried with --response-id; helmr ask answer uses it
+// too.
+func Respond(g *clienv.Globals, cmd *cobra.Command, c *helmrclient.Client, sessionID, turnID, askID string, answer any, responseID string) error {
 	generated := responseID == ""
 	if generated {
 		id, err := uuid.NewV7()
@@ -131,7 +139,7 @@ func respond(g *clienv.Globals, cmd *cobra.Command, args []string, answer any, r
 		}
 		responseID = id.String()
 	}
-	a, err := c.Sessions.Ref(args[0]).Turns.Ref(args[1]).Asks().Respond(cmd.Context(), args[2], answer, responseID)
+	a, err := c.Sessions.Ref(sessionID).Turns.Ref(turnID).Asks().Respond(cmd.Context(), askID, answer, responseID)
 	if err != nil {
 		if generated {
 			fmt.Fprintf(g.Streams.Err, "Response ID: %s (pass --response-id %s to retry)\n", responseID, responseID)
@@ -143,6 +151,14 @@ func respond(g *clienv.Globals, cmd *cobra.Command, args []string, answer any, r
 	}
 	return writeAsk(g, a)
 }
+
+// WriteAsk prints a question: as JSON with --json, as fields otherwise.
+func WriteAsk(g *clienv.Globals, a *helmrtype.AskState) error {
+	return writeAsk(g, a)
+}
+
+// OneLine shortens s to one line of at most n runes.
+func OneLine(s string, n int) string { return oneLine(s, n) }
 
 func writeAsk(g *clienv.Globals, a *helmrtype.AskState) error {
 	if g.JSON {

@@ -105,6 +105,7 @@ var waiter = helmr.Agent(helmr.AgentSpec[text, map[string]any, int64]{ID: "waite
 			}
 			res["value"] = a.Raw
 			res["responded_by"] = a.RespondedBy.Kind
+			res["responded_by_id"] = a.RespondedBy.ID
 		}
 		return res, nil
 	}})
