@@ -79,7 +79,7 @@ func try(t *testing.T, p *local.Provider, s computer.Spec, what, script string) 
 	var out bytes.Buffer
 	pr, err := p.Start(context.Background(), s, computer.ProcessSpec{Argv: []string{"/bin/bash", "-c", script}, Stdout: &out, Stderr: &out})
 	if err != nil {
-		t.Fatalf("%s: start: %v", what, err)
+		t.Fatalf("%s: start: %v (the sandbox said %q)", what, err, out.String())
 	}
 	select {
 	case <-pr.Done():

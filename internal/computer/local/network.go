@@ -73,6 +73,13 @@ func (n *netStack) attach(ctx context.Context, pid int, allow []helmrtype.Networ
 	if out, err := fw.CombinedOutput(); err != nil {
 		return fmt.Errorf("local: network firewall: %v: %s", err, tail(out, 1024))
 	}
+	// bubblewrap gives the namespace its loopback (adds 127.0.0.1, then
+	// brings lo up) while this runs; pasta brings lo up too, and lo coming
+	// up adds 127.0.0.1 by itself, which makes bubblewrap's add fail and
+	// the sandbox end ("loopback: Failed RTM_NEWADDR"). pasta waits.
+	if err := waitLoopback(ctx, pid); err != nil {
+		return err
+	}
 	args := []string{"--config-net", "--quiet", "--no-map-gw",
 		"--tcp-ports", "none", "--udp-ports", "none", "--tcp-ns", "none", "--udp-ns", "none",
 		"--netns", ns + "net", "--userns", ns + "user"}
@@ -91,6 +98,29 @@ func (n *netStack) attach(ctx context.Context, pid int, allow []helmrtype.Networ
 		return fmt.Errorf("local: network (pasta): %v: %s", err, tail(out.Bytes(), 1024))
 	}
 	return nil
+}
+
+// waitLoopback waits until the network namespace of process pid has its
+// loopback up with 127.0.0.1 (its local route is in the namespace's
+// routing tables, /proc/PID/net/fib_trie), or ctx is done.
+func waitLoopback(ctx context.Context, pid int) error {
+	path := "/proc/" + strconv.Itoa(pid) + "/net/fib_trie"
+	wait := 100 * time.Microsecond
+	for {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("local: the sandbox ended before its network was set up: %w", err)
+		}
+		if bytes.Contains(b, []byte("127.0.0.1")) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("local: the sandbox's loopback did not come up: %w", ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Millisecond)
+	}
 }
 
 // hostPrefixes returns what this host answers as its own: the addresses
