@@ -222,7 +222,7 @@ func TestNoSecretsInLogs(t *testing.T) {
 	apiCall(s.url, "hlmr_sk_wrongwrongwrong", "GET", "/v1/sessions", nil, nil)
 	apiCall(s.url, "hlmr_tok_wrongwrongwrong", "POST", "/v1/tokens/"+ti.Token+"/complete", map[string]any{"data": 1}, nil)
 	var res helmrtype.TimedTurnWaitResult
-	if err := apiCall(s.url, s.key, "GET", "/v1/sessions/"+rec.Session.ID+"/turns/"+rec.Turn.ID+"/wait?timeout=60s", nil, &res); err != nil || res.Status != "completed" {
+	if err := apiCall(s.url, s.key, "GET", "/v1/sessions/"+rec.Session.ID+"/turns/"+rec.Turn.ID+"/wait?timeout=60s", nil, &res); err != nil || res.Outcome == nil || res.Outcome.Status != helmrtype.TurnCompleted {
 		t.Fatalf("wait: %v %+v", err, res)
 	}
 	fams := scrape(t, "http://"+metricsAddr+"/metrics", "")
