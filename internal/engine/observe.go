@@ -98,32 +98,41 @@ func (e *Engine) agentOf(ctx context.Context, sessionID string) string {
 
 // reportTurns logs and counts committed Turn transitions.
 func (e *Engine) reportTurns(ctx context.Context, ts []transition) {
+	logging := e.tlog.Enabled(ctx, slog.LevelInfo)
 	for _, t := range ts {
 		agent := e.agentOf(context.WithoutCancel(ctx), t.sessionID)
-		attrs := []slog.Attr{slog.String(obs.KeySessionID, t.sessionID), slog.String(obs.KeyTurnID, t.turnID),
-			slog.String("agent", agent), slog.String("status", t.status)}
+		var wait, run time.Duration
 		switch {
 		case t.status == helmrtype.TurnQueued:
 			e.metrics.TurnsAdmitted.WithLabelValues(agent).Inc()
 		case t.status == helmrtype.TurnRunning:
 			if t.started != nil {
-				wait := t.started.Sub(t.created)
+				wait = t.started.Sub(t.created)
 				e.metrics.TurnQueueWait.WithLabelValues(agent).Observe(wait.Seconds())
-				attrs = append(attrs, slog.Duration("queued", wait))
 			}
 		case helmrtype.TurnTerminal(t.status):
 			e.metrics.TurnsSettled.WithLabelValues(agent, t.status, t.errorCode).Inc()
 			if t.ended != nil {
 				e.metrics.TurnLatency.WithLabelValues(agent, t.status).Observe(t.ended.Sub(t.created).Seconds())
 				if t.started != nil {
-					run := t.ended.Sub(*t.started)
+					run = t.ended.Sub(*t.started)
 					e.metrics.TurnRunTime.WithLabelValues(agent, t.status).Observe(run.Seconds())
-					attrs = append(attrs, slog.Duration("ran", run))
 				}
 			}
-			if t.errorCode != "" {
-				attrs = append(attrs, slog.String("error_code", t.errorCode))
-			}
+		}
+		if !logging {
+			continue
+		}
+		attrs := []slog.Attr{slog.String(obs.KeySessionID, t.sessionID), slog.String(obs.KeyTurnID, t.turnID),
+			slog.String("agent", agent), slog.String("status", t.status)}
+		if wait > 0 {
+			attrs = append(attrs, slog.Duration("queued", wait))
+		}
+		if run > 0 {
+			attrs = append(attrs, slog.Duration("ran", run))
+		}
+		if t.errorCode != "" {
+			attrs = append(attrs, slog.String("error_code", t.errorCode))
 		}
 		e.tlog.LogAttrs(ctx, slog.LevelInfo, "turn "+t.status, attrs...)
 	}
