@@ -138,7 +138,7 @@ func New(s store.Store, opts Options) *Engine {
 	e := &Engine{clock: opts.Clock, log: opts.Logger, tlog: opts.TurnLogger, metrics: opts.Metrics, notifier: nopNotifier{}, hub: newHub[struct{}](),
 		turns: newHub[*helmrtype.TurnState](), sched: sched{clock: opts.Clock}, publicURL: strings.TrimRight(opts.PublicURL, "/"), node: opts.NodeID,
 		incarnation: NewID()}
-	e.store = obsStore{Store: s, e: e}
+	e.store = newObsStore(s, e)
 	return e
 }
 

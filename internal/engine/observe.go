@@ -9,6 +9,7 @@ import (
 	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/obs"
 	"github.com/helmr-go/helmr/internal/store"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Observing: every store transaction is timed, and the Turn transitions a
@@ -32,7 +33,13 @@ type obsTx struct {
 // Turn transitions of those that commit.
 type obsStore struct {
 	store.Store
-	e *Engine
+	e                  *Engine
+	update, view, read prometheus.Observer
+}
+
+func newObsStore(s store.Store, e *Engine) obsStore {
+	h := e.metrics.StoreTx
+	return obsStore{Store: s, e: e, update: h.WithLabelValues("update"), view: h.WithLabelValues("view"), read: h.WithLabelValues("read")}
 }
 
 func (s obsStore) Update(ctx context.Context, fn func(store.Tx) error) error {
@@ -42,7 +49,7 @@ func (s obsStore) Update(ctx context.Context, fn func(store.Tx) error) error {
 		ot = &obsTx{Tx: tx}
 		return fn(ot)
 	})
-	s.e.metrics.StoreTx.WithLabelValues("update").Observe(time.Since(start).Seconds())
+	s.update.Observe(time.Since(start).Seconds())
 	if err == nil && ot != nil && len(ot.turns) > 0 {
 		s.e.reportTurns(ctx, ot.turns)
 	}
@@ -52,14 +59,14 @@ func (s obsStore) Update(ctx context.Context, fn func(store.Tx) error) error {
 func (s obsStore) View(ctx context.Context, fn func(store.Tx) error) error {
 	start := time.Now()
 	err := s.Store.View(ctx, fn)
-	s.e.metrics.StoreTx.WithLabelValues("view").Observe(time.Since(start).Seconds())
+	s.view.Observe(time.Since(start).Seconds())
 	return err
 }
 
 func (s obsStore) Read(ctx context.Context, fn func(store.Tx) error) error {
 	start := time.Now()
 	err := s.Store.Read(ctx, fn)
-	s.e.metrics.StoreTx.WithLabelValues("read").Observe(time.Since(start).Seconds())
+	s.read.Observe(time.Since(start).Seconds())
 	return err
 }
 
