@@ -81,7 +81,7 @@ func noteTurn(tx store.Tx, t *store.Turn) {
 		created: t.CreatedAt, started: t.StartedAt, ended: t.TerminalAt})
 }
 
-// agents caches Session ID → Agent ID (immutable), for metric labels.
+// agentCache maps Session ID → Agent ID (immutable), for metric labels.
 type agentCache struct{ m sync.Map }
 
 // agentOf returns the Agent of a Session, "" when it cannot be read.

@@ -600,6 +600,9 @@ func TestOpenAPIDocument(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
+	if *update {
+		committed = openAPIDocument // the binary embeds the document it was built with
+	}
 	if resp.StatusCode != http.StatusOK || !bytes.Equal(body, committed) || resp.Header.Get("Content-Type") != "application/json" {
 		t.Errorf("GET /v1/openapi.json: %d %s", resp.StatusCode, resp.Header)
 	}
