@@ -518,8 +518,15 @@ func TestOpenAPIDocument(t *testing.T) {
 	}
 	sort.Strings(registered)
 	sort.Strings(documented)
-	if !slices.Equal(registered, documented) {
-		t.Errorf("routes differ:\nrouter:   %q\ndocument: %q", registered, documented)
+	for _, r := range registered {
+		if !slices.Contains(documented, r) {
+			t.Errorf("route %s is served but not in the document", r)
+		}
+	}
+	for _, r := range documented {
+		if !slices.Contains(registered, r) {
+			t.Errorf("route %s is in the document but not served", r)
+		}
 	}
 
 	// Query parameters: what each handler reads, and the table's.
