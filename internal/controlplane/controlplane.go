@@ -23,6 +23,7 @@ import (
 	"github.com/helmr-go/helmr/internal/engine"
 	"github.com/helmr-go/helmr/internal/freezer"
 	"github.com/helmr-go/helmr/internal/image"
+	"github.com/helmr-go/helmr/internal/obs"
 	"github.com/helmr-go/helmr/internal/protocol"
 	"github.com/helmr-go/helmr/internal/server"
 	"github.com/helmr-go/helmr/internal/store"
@@ -65,6 +66,8 @@ type Config struct {
 	RequireLimits bool
 	Clock         engine.Clock
 	Logger        *slog.Logger
+	// TurnLogger logs one line per Turn transition; nil uses Logger.
+	TurnLogger *slog.Logger
 	// PublicURL is the base URL clients reach the API at (Token callback
 	// URLs); default the address Serve listens on.
 	PublicURL string
@@ -353,7 +356,8 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		shared: shared}
 	// The lock is ours: a socket file left by a previous run is stale.
 	os.Remove(cp.SocketPath)
-	cp.Engine = engine.New(st, engine.Options{Clock: cfg.Clock, Logger: cfg.Logger, PublicURL: cfg.PublicURL, NodeID: cfg.NodeID})
+	cp.Engine = engine.New(st, engine.Options{Clock: cfg.Clock, Logger: cfg.Logger, TurnLogger: cfg.TurnLogger,
+		PublicURL: cfg.PublicURL, NodeID: cfg.NodeID})
 	fz := freezer.New(cfg.Logger, "helmr-"+dataDirID(cfg.DataDir))
 	var cleanups []func()
 	l := cfg.Launcher
@@ -393,6 +397,7 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		ReconnectWindow: cfg.ReconnectWindow, ReattachWindow: cfg.ReattachWindow, Freezer: fz, MaxCommandOutput: cfg.MaxCommandOutput,
 		LeaseTTL: cfg.LeaseTTL, ResolveBinary: cp.resolveBinary, ResolveSources: cp.resolveSources})
 	cp.cleanups, cp.launcher = cleanups, l
+	cp.Engine.Metrics().Register(obs.NewStateCollector(cp.metricsState))
 	opts := server.Options{Logger: cfg.Logger, DeploymentsDir: cp.DeploymentsDir(), Ready: cp.ready, Publish: cp.PublishDeployment}
 	// An uploaded program prints its manifest in a sandbox, like every
 	// other process of its code.
@@ -574,3 +579,31 @@ func dataDirID(dataDir string) string {
 	sum := sha256.Sum256([]byte(dataDir))
 	return hex.EncodeToString(sum[:8])
 }
+
+// metricsState reads the gauges of a metrics scrape: counts from the store
+// and this node's session processes from the supervisor. A live Computer
+// with no process here counts as cold.
+func (cp *ControlPlane) metricsState(ctx context.Context) (obs.State, error) {
+	c, err := cp.Engine.Counts(ctx)
+	if err != nil {
+		return obs.State{}, err
+	}
+	running, frozen, res := cp.Supervisor.ProcessStates()
+	byRes := map[string]int64{}
+	var live int64
+	for _, n := range c.ComputersByStatus {
+		live += n
+	}
+	for _, r := range res {
+		byRes[r]++
+		live--
+	}
+	byRes[helmrtype.ResidencyCold] += max(live, 0)
+	return obs.State{SessionsByStatus: c.SessionsByStatus, HoldsByKind: c.HoldsByKind, ComputersByRes: byRes,
+		CommandsByStatus: c.CommandsByStatus, PendingQuestions: c.PendingAsks, PendingTokens: c.PendingTokens,
+		LeasesByNode: c.LeasesByNode, ProcessesRunning: int64(running), ProcessesFrozen: int64(frozen)}, nil
+}
+
+// MetricsHandler serves the control plane's metrics in the Prometheus
+// text format, without authentication (for a separate listener).
+func (cp *ControlPlane) MetricsHandler() http.Handler { return cp.Engine.Metrics().Handler() }

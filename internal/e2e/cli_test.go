@@ -199,6 +199,20 @@ func TestHelmrDevQuickstart(t *testing.T) {
 	if code != 0 || strings.Count(out, "\n") != 4 || !strings.Contains(out, "Review of issue 42 started") {
 		t.Fatalf("events: %d %s", code, out)
 	}
+	// At dev's default level each Turn transition has one line, with its
+	// IDs, and the other info lines (requests) stay off.
+	if rec.Session.InitialTurn == nil {
+		t.Fatalf("no initial turn: %+v", rec.Session)
+	}
+	for _, msg := range []string{"turn queued", "turn running", "turn completed"} {
+		want := `msg="` + msg + `" session_id=` + rec.Session.ID + " turn_id=" + rec.Session.InitialTurn.ID
+		if strings.Count(s.output(), want) != 1 {
+			t.Errorf("dev output has not one %q line: %s", want, s.output())
+		}
+	}
+	if strings.Contains(s.output(), `msg=request`) {
+		t.Errorf("dev logs requests at its default level: %s", s.output())
+	}
 	if _, _, code := s.cli(t, "session", "get", "00000000-0000-7000-8000-000000000000"); code != 3 {
 		t.Fatalf("get missing: exit %d, want 3", code)
 	}

@@ -33,6 +33,7 @@ func (e *Engine) cancelQueuedTx(ctx context.Context, tx store.Tx, sessionID, why
 			if err := tx.UpdateTurn(ctx, t); err != nil {
 				return err
 			}
+			noteTurn(tx, t)
 			if _, err := e.appendEvent(ctx, tx, sessionID, t.ID, helmrtype.EventTurnCancelled,
 				map[string]any{"error": helmrtype.TurnError{Code: helmrtype.CodeCancelled, Message: why}}, now); err != nil {
 				return err

@@ -20,6 +20,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/obs"
 	"github.com/helmr-go/helmr/internal/store"
 )
 
@@ -72,6 +73,12 @@ type Options struct {
 	// NodeID names this control-plane node among several sharing one
 	// database; "" for a single node.
 	NodeID string
+	// Metrics receive the engine's counts and timings; nil makes a set
+	// of its own that nothing exports.
+	Metrics *obs.Metrics
+	// TurnLogger logs one line per Turn transition (at info); nil uses
+	// Logger.
+	TurnLogger *slog.Logger
 }
 
 // Engine applies state transitions to the store.
@@ -79,8 +86,12 @@ type Engine struct {
 	store store.Store
 	clock Clock
 	log   *slog.Logger
-	hub   hub[struct{}]             // by Session ID
-	turns hub[*helmrtype.TurnState] // by Turn ID, on settlement
+	// tlog logs Turn transitions; metrics count them (observe.go).
+	tlog    *slog.Logger
+	metrics *obs.Metrics
+	agents  agentCache
+	hub     hub[struct{}]             // by Session ID
+	turns   hub[*helmrtype.TurnState] // by Turn ID, on settlement
 
 	mu sync.RWMutex
 	// limitsOff: see SetLimitsOff.
@@ -122,9 +133,17 @@ func New(s store.Store, opts Options) *Engine {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Engine{store: s, clock: opts.Clock, log: opts.Logger, notifier: nopNotifier{}, hub: newHub[struct{}](),
+	if opts.Metrics == nil {
+		opts.Metrics = obs.NewMetrics()
+	}
+	if opts.TurnLogger == nil {
+		opts.TurnLogger = opts.Logger
+	}
+	e := &Engine{clock: opts.Clock, log: opts.Logger, tlog: opts.TurnLogger, metrics: opts.Metrics, notifier: nopNotifier{}, hub: newHub[struct{}](),
 		turns: newHub[*helmrtype.TurnState](), sched: sched{clock: opts.Clock}, publicURL: strings.TrimRight(opts.PublicURL, "/"), node: opts.NodeID,
 		incarnation: NewID()}
+	e.store = newObsStore(s, e)
+	return e
 }
 
 // SetPublicURL sets the base of Token callback URLs, when it is known only

@@ -195,6 +195,7 @@ func (e *Engine) admitTurn(ctx context.Context, tx store.Tx, t *store.Turn, inpu
 	if err := tx.InsertTurn(ctx, t); err != nil {
 		return err
 	}
+	noteTurn(tx, t)
 	_, err = e.appendEvent(ctx, tx, t.SessionID, t.ID, helmrtype.EventTurnQueued,
 		map[string]any{"sequence": t.Sequence, "input": input, "source": caller.Source}, now)
 	return err

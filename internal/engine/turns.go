@@ -166,6 +166,7 @@ func (e *Engine) startTurnTx(ctx context.Context, tx store.Tx, t *store.Turn, wi
 	if err := tx.UpdateTurn(ctx, t); err != nil {
 		return nil, nil, err
 	}
+	noteTurn(tx, t)
 	if _, err := e.appendEvent(ctx, tx, sessionID, t.ID, helmrtype.EventTurnRunning, nil, now); err != nil {
 		return nil, nil, err
 	}
@@ -381,6 +382,7 @@ func (e *Engine) settleTx(ctx context.Context, tx store.Tx, t *store.Turn, st Se
 	if err := tx.UpdateTurn(ctx, t); err != nil {
 		return nil, false, err
 	}
+	noteTurn(tx, t)
 	if _, err := e.appendEvent(ctx, tx, t.SessionID, t.ID, helmrtype.TurnEventKind(st.Status), data, now); err != nil {
 		return nil, false, err
 	}

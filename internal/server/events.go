@@ -71,6 +71,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, id string, after
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
+	s.metrics.SSESubscribers.Inc()
+	defer s.metrics.SSESubscribers.Dec()
 	fmt.Fprint(w, ": stream\n\n")
 	flusher.Flush()
 	ctx := r.Context()

@@ -27,6 +27,7 @@ import (
 	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/deploy"
 	"github.com/helmr-go/helmr/internal/engine"
+	"github.com/helmr-go/helmr/internal/obs"
 	"github.com/helmr-go/helmr/internal/store"
 )
 
@@ -80,6 +81,9 @@ type Options struct {
 	// the manifest flag; the control plane runs it in a sandbox. nil runs
 	// it on this host (deploy.ReadManifestAs).
 	ReadManifest func(ctx context.Context, path, runtime string) (helmrtype.Manifest, error)
+	// Metrics count the API's requests and event streams and are served
+	// at /metrics; nil uses the engine's.
+	Metrics *obs.Metrics
 }
 
 // Server serves the REST API.
@@ -88,6 +92,8 @@ type Server struct {
 	log  *slog.Logger
 	opts Options
 	mux  *http.ServeMux
+	// metrics: see Options.Metrics.
+	metrics *obs.Metrics
 	// stopping is closed by Stop: event streams and waits end.
 	stopping chan struct{}
 	stopOnce sync.Once
@@ -106,8 +112,11 @@ func New(eng *engine.Engine, opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.Metrics == nil {
+		opts.Metrics = eng.Metrics()
+	}
 	s := &Server{eng: eng, log: opts.Logger, opts: opts, mux: http.NewServeMux(), stopping: make(chan struct{}),
-		authFails: newFailLimiter(), patterns: map[string]helmrtype.Role{}}
+		authFails: newFailLimiter(), patterns: map[string]helmrtype.Role{}, metrics: opts.Metrics}
 	s.routes()
 	return s
 }
@@ -116,22 +125,89 @@ func New(eng *engine.Engine, opts Options) *Server {
 // (.., //, a trailing dot segment) names no route: it gets the error
 // envelope rather than the router's plain-text redirect or 404.
 //
-// Every /v1 answer carries an X-Request-Id header, which the server's log
-// names when the request fails, so that a client's report of an error can
-// be found.
+// Every /v1 answer carries an X-Request-Id header, which every log line
+// about the request names (request_id, with session_id and turn_id when
+// the route names them), so that a client's report of an error can be
+// found. Each request is counted by route pattern and status, and logged
+// at info (debug for /healthz, /readyz and /metrics).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	ids := &obs.IDs{}
 	if strings.HasPrefix(r.URL.Path, "/v1") {
 		var id [12]byte
 		rand.Read(id[:])
-		rid := hex.EncodeToString(id[:])
-		w.Header().Set("X-Request-Id", rid)
-		r = r.WithContext(context.WithValue(r.Context(), requestIDCtx{}, rid))
+		ids.Request = hex.EncodeToString(id[:])
+		w.Header().Set("X-Request-Id", ids.Request)
 	}
+	r = r.WithContext(obs.WithIDs(r.Context(), ids))
+	sw := &statusWriter{ResponseWriter: w}
 	if p := r.URL.Path; (p == "/v1" || strings.HasPrefix(p, "/v1/")) && path.Clean(p) != strings.TrimSuffix(p, "/") {
-		s.writeError(w, r, helmrtype.Errorf(helmrtype.CodeNotFound, "no route %s %s", r.Method, p))
+		s.writeError(sw, r, helmrtype.Errorf(helmrtype.CodeNotFound, "no route %s %s", r.Method, p))
+	} else {
+		s.mux.ServeHTTP(sw, r)
+	}
+	route := r.Pattern
+	if route == "" || route == "/v1/" {
+		route = "unmatched"
+	}
+	status := sw.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	d := time.Since(start)
+	s.metrics.HTTPRequests.WithLabelValues(route, strconv.Itoa(status)).Observe(d.Seconds())
+	lvl := slog.LevelInfo
+	if !strings.HasPrefix(r.URL.Path, "/v1") {
+		lvl = slog.LevelDebug
+	}
+	if s.log.Enabled(r.Context(), lvl) {
+		s.log.LogAttrs(r.Context(), lvl, "request", slog.String("method", r.Method), slog.String("route", route),
+			slog.String("path", r.URL.Path), slog.Int("status", status), slog.Duration("took", d))
+	}
+}
+
+// statusWriter remembers a response's status for the request log and
+// metrics; Unwrap keeps http.ResponseController working through it.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush implements http.Flusher for event streams.
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap returns the underlying ResponseWriter.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// noteIDs names the request's Session and Turn, from its path, in the
+// request's log lines.
+func noteIDs(r *http.Request) {
+	ids := obs.IDsFrom(r.Context())
+	if ids == nil {
 		return
 	}
-	s.mux.ServeHTTP(w, r)
+	if strings.HasPrefix(r.Pattern, "GET /v1/sessions/{id}") || strings.HasPrefix(r.Pattern, "POST /v1/sessions/{id}") {
+		ids.Session = r.PathValue("id")
+	}
+	ids.Turn = r.PathValue("turn_id")
 }
 
 type handler func(w http.ResponseWriter, r *http.Request) error
@@ -153,6 +229,13 @@ func (s *Server) routes() {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
+	// Metrics are a read: a viewer key or better (or --metrics-addr,
+	// without a key).
+	s.mux.Handle("GET /metrics", s.auth(viewer, func(w http.ResponseWriter, r *http.Request) error {
+		s.metrics.Handler().ServeHTTP(w, r)
+		return nil
+	}))
+	s.mux.HandleFunc("GET /v1/openapi.json", serveOpenAPI)
 	for pattern, rt := range s.routeTable() {
 		if !rt.role.Valid() {
 			panic("server: route " + pattern + " has no role")
@@ -280,6 +363,7 @@ func (s *Server) auth(role helmrtype.Role, h handler) http.Handler {
 			return
 		}
 		r = r.WithContext(context.WithValue(r.Context(), apiKeyCtx{}, k))
+		noteIDs(r)
 		if err := h(w, r); err != nil {
 			s.writeError(w, r, err)
 		}
@@ -333,7 +417,7 @@ func (s *Server) apiError(r *http.Request, err error) *helmrtype.Error {
 	case errors.Is(err, store.ErrNoSpace), errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		// A write that found the disk full: nothing was stored, and the
 		// client may retry once space is back.
-		s.log.Error("storage full", "method", r.Method, "path", r.URL.Path, "err", err)
+		s.log.ErrorContext(r.Context(), "storage full", "method", r.Method, "path", r.URL.Path, "err", err)
 		he = &helmrtype.Error{Code: helmrtype.CodeStoragePressure, Message: "the control plane's disk is full; nothing was stored, retry once space is freed"}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		if r.Context().Err() != nil {
@@ -341,8 +425,7 @@ func (s *Server) apiError(r *http.Request, err error) *helmrtype.Error {
 		}
 		he = &helmrtype.Error{Code: helmrtype.CodeUnavailable, Message: "the request timed out"}
 	default:
-		rid, _ := r.Context().Value(requestIDCtx{}).(string)
-		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "request_id", rid, "err", err)
+		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		he = &helmrtype.Error{Code: helmrtype.CodeInternal, Message: "internal error"}
 	}
 	return he
@@ -801,9 +884,6 @@ func (p *progressStream) line(v progressLine) {
 
 type apiKeyCtx struct{}
 
-// requestIDCtx keys a request's X-Request-Id in its context.
-type requestIDCtx struct{}
-
 // callerKey is the API key a request was authenticated with.
 func callerKey(r *http.Request) *store.APIKey {
 	k, _ := r.Context().Value(apiKeyCtx{}).(*store.APIKey)
@@ -823,6 +903,7 @@ func (s *Server) tokenAuth(role helmrtype.Role, h handler) http.Handler {
 		if !s.authAllowed(w, r) {
 			return
 		}
+		noteIDs(r)
 		if !s.eng.TokenSecretValid(r.Context(), r.PathValue("id"), tok) {
 			s.authFailed(w, r, helmrtype.Errorf(helmrtype.CodeUnauthorized, "this credential does not complete this token"))
 			return

@@ -67,6 +67,10 @@ const NoticeCommand = "command"
 // transaction: fn may go on using it. Times are stored with microsecond
 // precision and read back in UTC; nil JSON and nil times read back as nil.
 type Tx interface {
+	// Counts returns the counts the metrics report, each query grouped by
+	// its label (see CountQueries).
+	Counts(ctx context.Context) (Counts, error)
+
 	// Meta
 	GetMeta(ctx context.Context, key string) (string, error)
 	PutMeta(ctx context.Context, key, value string) error
@@ -654,4 +658,39 @@ type Idempotency struct {
 	Digest    string
 	Response  json.RawMessage
 	CreatedAt time.Time
+}
+
+// Counts are row counts by label value, read at a metrics scrape.
+type Counts struct {
+	// SessionsByStatus, HoldsByKind (active holds), ComputersByStatus
+	// (live Computers), CommandsByStatus and LeasesByNode count rows.
+	SessionsByStatus  map[string]int64
+	HoldsByKind       map[string]int64
+	ComputersByStatus map[string]int64
+	CommandsByStatus  map[string]int64
+	LeasesByNode      map[string]int64
+	// PendingAsks and PendingTokens count what waits for an answer.
+	PendingAsks   int64
+	PendingTokens int64
+}
+
+// CountQueries are the grouped counts Counts runs, the same SQL on every
+// implementation: each yields rows of (label, count).
+var CountQueries = []struct {
+	SQL string
+	Put func(c *Counts, label string, n int64)
+}{
+	{`SELECT status, COUNT(*) FROM sessions GROUP BY status`, func(c *Counts, l string, n int64) { c.SessionsByStatus[l] = n }},
+	{`SELECT kind, COUNT(*) FROM holds WHERE released_at IS NULL GROUP BY kind`, func(c *Counts, l string, n int64) { c.HoldsByKind[l] = n }},
+	{`SELECT status, COUNT(*) FROM computers WHERE status <> 'deleted' GROUP BY status`, func(c *Counts, l string, n int64) { c.ComputersByStatus[l] = n }},
+	{`SELECT status, COUNT(*) FROM commands GROUP BY status`, func(c *Counts, l string, n int64) { c.CommandsByStatus[l] = n }},
+	{`SELECT node_id, COUNT(*) FROM session_leases GROUP BY node_id`, func(c *Counts, l string, n int64) { c.LeasesByNode[l] = n }},
+	{`SELECT 'pending', COUNT(*) FROM asks WHERE status = 'pending'`, func(c *Counts, _ string, n int64) { c.PendingAsks = n }},
+	{`SELECT 'pending', COUNT(*) FROM tokens WHERE status = 'pending'`, func(c *Counts, _ string, n int64) { c.PendingTokens = n }},
+}
+
+// NewCounts returns Counts with empty maps.
+func NewCounts() Counts {
+	return Counts{SessionsByStatus: map[string]int64{}, HoldsByKind: map[string]int64{}, ComputersByStatus: map[string]int64{},
+		CommandsByStatus: map[string]int64{}, LeasesByNode: map[string]int64{}}
 }

@@ -341,3 +341,48 @@ func (l *logSink) close() {
 	}
 	<-l.flushed
 }
+
+// ProcessStates counts this node's live session processes, running and
+// frozen, and tells the residency of each Computer they (or its
+// Commands) are on, for the metrics.
+func (s *Supervisor) ProcessStates() (running, frozen int, residency map[string]string) {
+	s.mu.Lock()
+	procs := make([]*proc, 0, len(s.procs))
+	for _, p := range s.procs {
+		procs = append(procs, p)
+	}
+	residency = map[string]string{}
+	for _, rc := range s.cmds {
+		residency[rc.computerID] = helmrtype.ResidencyRunning
+	}
+	s.mu.Unlock()
+	for _, p := range procs {
+		p.mu.Lock()
+		if p.state == stateDead || p.launch == nil {
+			p.mu.Unlock()
+			continue
+		}
+		r := helmrtype.ResidencyRunning
+		switch {
+		case p.state == stateStarting:
+			r = helmrtype.ResidencyStarting
+		case p.restoring:
+			r = helmrtype.ResidencyRestoring
+		case p.parking:
+			r = helmrtype.ResidencyParking
+		case p.frozen:
+			r = helmrtype.ResidencyParked
+		}
+		id := p.launch.Session.ComputerID
+		p.mu.Unlock()
+		if r == helmrtype.ResidencyParked {
+			frozen++
+		} else {
+			running++
+		}
+		if cur, ok := residency[id]; !ok || residencyRank[r] > residencyRank[cur] {
+			residency[id] = r
+		}
+	}
+	return running, frozen, residency
+}

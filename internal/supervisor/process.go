@@ -82,6 +82,7 @@ func (s *Supervisor) start(p *proc, token string) {
 	if err != nil {
 		close(p.recorded)
 		s.log.Error("launch session process", "session", p.sessionID, "err", err)
+		s.eng.Metrics().ProcessesFailed.Inc()
 		s.forget(p)
 		// Nothing runs until someone looks: a process_failed hold, not a
 		// launch loop.
@@ -91,6 +92,7 @@ func (s *Supervisor) start(p *proc, token string) {
 		return
 	}
 	s.log.Debug("session process started", "session", p.sessionID)
+	s.eng.Metrics().ProcessesStarted.Inc()
 	if pid := pidOf(p.process); pid != 0 {
 		s.attachFreezer(p, pid)
 		s.record(p, l, pid)
@@ -234,17 +236,20 @@ func (s *Supervisor) exited(p *proc) {
 		// ran is lost (a recovery_gap hold only when a Turn ran); queued
 		// work gets a new process.
 		s.log.Warn("session process did not reattach", "session", p.sessionID, "why", why)
+		s.eng.Metrics().ProcessesFailed.Inc()
 		s.eng.FailRunningTurn(ctx, p.sessionID, helmrtype.TurnInterrupted, helmrtype.CodeExecutionLost,
 			"the control plane restarted and the session process did not reattach; the turn is not replayed", helmrtype.HoldRecoveryGap)
 		relaunch = true
 	case initError != "":
 		// init failed: the Turn that would have run failed with its error.
+		s.eng.Metrics().ProcessesFailed.Inc()
 		s.eng.FailRunningTurn(ctx, p.sessionID, helmrtype.TurnFailed, helmrtype.CodeHandlerFailed, initError, failed)
 	case expected && running == "" && retired == "":
 		s.eng.ProcessStopped(ctx, p.sessionID, "stopped")
 		relaunch = true
 	case !wasReady:
 		s.log.Warn("session process ended before it was ready", "session", p.sessionID, "why", why)
+		s.eng.Metrics().ProcessesFailed.Inc()
 		s.eng.FailRunningTurn(ctx, p.sessionID, helmrtype.TurnFailed, helmrtype.CodeProcessExited, why+" before it was ready", failed)
 	default:
 		status, code, msg := helmrtype.TurnFailed, helmrtype.CodeProcessExited, why
@@ -267,6 +272,8 @@ func (s *Supervisor) exited(p *proc) {
 		hold := failed
 		if s.isClosing() {
 			hold = "" // a shutdown, not a failure of the Session
+		} else {
+			s.eng.Metrics().ProcessesFailed.Inc()
 		}
 		s.eng.FailRunningTurn(ctx, p.sessionID, status, code, msg, hold)
 	}

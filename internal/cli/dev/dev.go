@@ -27,7 +27,7 @@ const pollInterval = time.Second
 
 // Command returns `helmr dev`.
 func Command() *cobra.Command {
-	o := &serve.Options{LoopbackOnly: true, StopSessions: true, UnsafeNoSandbox: true}
+	o := &serve.Options{LoopbackOnly: true, StopSessions: true, UnsafeNoSandbox: true, TurnsAtInfo: true}
 	cmd := &cobra.Command{
 		Use:   "dev [flags] DIR",
 		Short: "Run an agent package on an embedded control plane, redeploying on change",
@@ -50,7 +50,9 @@ func Command() *cobra.Command {
 	serve.DatabaseFlag(f, o, "database URL: sqlite:PATH (default sqlite in --data-dir) or postgres://… (HELMR_DATABASE_URL is not read: a development loop never picks up a shared database by accident)")
 	f.StringVar(&o.Synchronous, "sqlite-synchronous", "FULL", "SQLite durability: FULL (fsync every commit) or NORMAL")
 	f.StringVar(&o.ImplicitComputerGrace, "implicit-computer-grace", "10m", "delete a Computer made implicitly for a Session this DURATION after its last Session closed; never: keep it")
-	f.StringVar(&o.LogLevel, "log-level", "warn", "log level: debug, info, warn, error")
+	serve.LogFlags(f, o, "warn")
+	f.BoolVar(&o.TurnsAtInfo, "log-turns", true, "log one line per Turn transition (at info) even when --log-level is warn or error")
+	f.StringVar(&o.MetricsAddr, "metrics-addr", "", "also serve GET /metrics (Prometheus) on this loopback address, without an API key")
 	// helmr dev listens on loopback only: where bubblewrap cannot run it
 	// always runs agent processes as plain host processes, and says so
 	// loudly (warnSandbox). The flag is kept for older scripts.

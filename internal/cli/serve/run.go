@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -16,6 +17,8 @@ import (
 	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/cli/clienv"
 	"github.com/helmr-go/helmr/internal/controlplane"
+	"github.com/helmr-go/helmr/internal/obs"
+	"github.com/spf13/pflag"
 )
 
 // Options are the flags shared by server and dev.
@@ -25,7 +28,14 @@ type Options struct {
 	Database    string
 	Synchronous string
 	LogLevel    string
-	CPUProfile  string
+	// LogFormat is text or json.
+	LogFormat  string
+	CPUProfile string
+	// TurnsAtInfo logs Turn transitions at info even when LogLevel is
+	// above it (helmr dev: one line per transition, other info quiet).
+	TurnsAtInfo bool
+	// MetricsAddr, when set, serves /metrics there without a key.
+	MetricsAddr string
 	// LoopbackOnly refuses addresses other than loopback (helmr dev).
 	LoopbackOnly bool
 	// StopSessions makes a stop end the session processes (helmr dev);
@@ -91,13 +101,31 @@ func (o *Options) historyRetention() (time.Duration, error) {
 	return d, nil
 }
 
-// logger returns the command's structured logger on w.
-func (o *Options) logger(w io.Writer) (*slog.Logger, error) {
+// logger returns the command's structured logger on w, and the logger of
+// Turn transitions (the same unless TurnsAtInfo lowers its level to info).
+func (o *Options) logger(w io.Writer) (log, turns *slog.Logger, err error) {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(o.LogLevel)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", o.LogLevel)
+		return nil, nil, clienv.Usagef("--log-level %q: want debug, info, warn or error", o.LogLevel)
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: lvl})), nil
+	if o.LogFormat != "" && o.LogFormat != "text" && o.LogFormat != "json" {
+		return nil, nil, clienv.Usagef("--log-format %q: want text or json", o.LogFormat)
+	}
+	if log, err = obs.NewLogger(w, o.LogFormat, lvl); err != nil {
+		return nil, nil, err
+	}
+	turns = log
+	if o.TurnsAtInfo && lvl > slog.LevelInfo {
+		turns, _ = obs.NewLogger(w, o.LogFormat, slog.LevelInfo)
+	}
+	return log, turns, nil
+}
+
+// LogFlags registers --log-level (default level) and --log-format, for
+// helmr server and helmr dev.
+func LogFlags(f *pflag.FlagSet, o *Options, level string) {
+	f.StringVar(&o.LogLevel, "log-level", level, "log level: debug, info, warn, error")
+	f.StringVar(&o.LogFormat, "log-format", "text", "log format: text (key=value) or json (one object a line)")
 }
 
 // checkLoopback refuses an address that is not on the loopback interface.
@@ -122,17 +150,25 @@ type Running struct {
 	Ln  net.Listener
 	URL string
 	Log *slog.Logger
+	// MetricsLn serves /metrics without a key (--metrics-addr); nil when
+	// not asked for.
+	MetricsLn net.Listener
 }
 
 // Start opens the control plane and its listener.
 func Start(ctx context.Context, o *Options, logw io.Writer) (*Running, error) {
-	log, err := o.logger(logw)
+	log, turnLog, err := o.logger(logw)
 	if err != nil {
 		return nil, err
 	}
 	if o.LoopbackOnly {
 		if err := checkLoopback(o.Addr); err != nil {
 			return nil, err
+		}
+		if o.MetricsAddr != "" {
+			if err := checkLoopback(o.MetricsAddr); err != nil {
+				return nil, fmt.Errorf("--metrics-addr: %w", err)
+			}
 		}
 	}
 	retention, err := o.historyRetention()
@@ -143,7 +179,7 @@ func Start(ctx context.Context, o *Options, logw io.Writer) (*Running, error) {
 	if err != nil {
 		return nil, err
 	}
-	cp, err := controlplane.Open(ctx, controlplane.Config{DataDir: o.DataDir, Database: o.Database, Synchronous: o.Synchronous, Logger: log,
+	cp, err := controlplane.Open(ctx, controlplane.Config{DataDir: o.DataDir, Database: o.Database, Synchronous: o.Synchronous, Logger: log, TurnLogger: turnLog,
 		ReconnectWindow: o.ReconnectWindow, ReattachWindow: o.ReattachWindow, PublicURL: o.PublicURL,
 		MinFreeBytes: o.MinFreeBytes, UnsafeNoSandbox: o.UnsafeNoSandbox, RequireLimits: o.RequireLimits, NodeID: o.NodeID, LeaseTTL: o.LeaseTTL,
 		ComputersDir: o.ComputersDir, HistoryRetention: retention, ImplicitComputerGrace: grace})
@@ -155,12 +191,28 @@ func Start(ctx context.Context, o *Options, logw io.Writer) (*Running, error) {
 		cp.Close(ctx)
 		return nil, err
 	}
-	return &Running{CP: cp, Ln: ln, URL: "http://" + ln.Addr().String(), Log: log}, nil
+	r := &Running{CP: cp, Ln: ln, URL: "http://" + ln.Addr().String(), Log: log}
+	if o.MetricsAddr != "" {
+		if r.MetricsLn, err = net.Listen("tcp", o.MetricsAddr); err != nil {
+			ln.Close()
+			cp.Close(ctx)
+			return nil, fmt.Errorf("--metrics-addr: %w", err)
+		}
+	}
+	return r, nil
 }
 
 // Serve serves until ctx ends, then stops: it ends the session processes
 // with StopSessions, and otherwise leaves them to reattach at the next start.
 func (r *Running) Serve(ctx context.Context, o *Options) error {
+	if r.MetricsLn != nil {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", r.CP.MetricsHandler())
+		ms := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: time.Minute,
+			ErrorLog: slog.NewLogLogger(r.Log.Handler(), slog.LevelDebug)}
+		go ms.Serve(r.MetricsLn)
+		defer ms.Close()
+	}
 	err := r.CP.Serve(ctx, r.Ln)
 	if o.StopSessions {
 		r.CP.Close(context.Background())

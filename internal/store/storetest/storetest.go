@@ -57,6 +57,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Waits", testWaits},
 		{"OpenWaits", testOpenWaits},
 		{"Holds", testHolds},
+		{"Counts", testCounts},
 		{"Schedules", testSchedules},
 		{"Computers", testComputers},
 		{"ImplicitComputers", testImplicitComputers},
