@@ -229,6 +229,12 @@ func TestComputerCLI(t *testing.T) {
 // (its Turn stays queued) instead of a launch loop.
 func TestComputerUnavailable(t *testing.T) {
 	p := startPlane(t, "")
+	// Through the engine alone: publishing through the control plane
+	// pulls the image first, and refuses it (TestUnreachableImageIsRefused).
+	b := programBinary(t, "unreachable")
+	if _, err := p.cp.Engine.PublishDeployment(t.Context(), b.Digest, b.Manifest, b.Binary, ""); err != nil {
+		t.Fatal(err)
+	}
 	r := p.create("unreachable", text("hi"))
 	var s helmrtype.Session
 	waitFor(t, "a process_failed hold", func() bool {
@@ -242,5 +248,24 @@ func TestComputerUnavailable(t *testing.T) {
 	}
 	if st := p.turnStatus(r.Session.ID, r.Turn.ID); st != helmrtype.TurnQueued {
 		t.Errorf("the turn is %s, want queued behind the hold", st)
+	}
+}
+
+// TestUnreachableImageIsRefused: a Deployment whose image cannot be pulled
+// is refused when it is published (image_build_failed, naming the
+// Template and the image), and the current Deployment stays.
+func TestUnreachableImageIsRefused(t *testing.T) {
+	p := startPlane(t, "")
+	var before helmrtype.Deployment
+	p.must("GET", "/v1/deployments/current", nil, &before)
+	b := programBinary(t, "unreachable")
+	_, err := p.cp.PublishDeployment(t.Context(), b.Digest, b.Manifest, b.Binary, "", nil)
+	if helmrtype.CodeOf(err) != helmrtype.CodeImageBuildFailed || !strings.Contains(err.Error(), "unreachable") || !strings.Contains(err.Error(), "127.0.0.1:9") {
+		t.Fatalf("publishing an image nobody serves: %v", err)
+	}
+	var after helmrtype.Deployment
+	p.must("GET", "/v1/deployments/current", nil, &after)
+	if after.ID != before.ID {
+		t.Fatalf("the current deployment changed from %s to %s", before.ID, after.ID)
 	}
 }

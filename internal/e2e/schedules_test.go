@@ -20,26 +20,32 @@ import (
 	"github.com/helmr-go/helmr/internal/store/pgstore/pgtest"
 )
 
-var cronBuilds sync.Map // version → *deploy.Built
+var programs sync.Map // directory → *deploy.Built
 
-// cronBinary builds a version of the cron test agents (testdata/cronagent)
-// once per test binary.
-func cronBinary(t *testing.T, version string) *deploy.Built {
+// programBinary builds the test agent program in dir (under testdata) once
+// per test binary.
+func programBinary(t *testing.T, dir string) *deploy.Built {
 	t.Helper()
 	agentBinary(t) // makes binDir
-	if b, ok := cronBuilds.Load(version); ok {
+	if b, ok := programs.Load(dir); ok {
 		return b.(*deploy.Built)
 	}
-	out := filepath.Join(binDir, "cron-"+version)
+	out := filepath.Join(binDir, strings.ReplaceAll(dir, "/", "-"))
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	b, err := deploy.BuildDir(context.Background(), filepath.Join("testdata", "cronagent", version), out)
+	b, err := deploy.BuildDir(context.Background(), filepath.Join("testdata", dir), out)
 	if err != nil {
-		t.Fatalf("build the cron agents %s: %v", version, err)
+		t.Fatalf("build the test agents in %s: %v", dir, err)
 	}
-	cronBuilds.Store(version, b)
+	programs.Store(dir, b)
 	return b
+}
+
+// cronBinary builds a version of the cron test agents (testdata/cronagent).
+func cronBinary(t *testing.T, version string) *deploy.Built {
+	t.Helper()
+	return programBinary(t, "cronagent/"+version)
 }
 
 // tickerSessions lists the Sessions of the ticker Agent through url.
