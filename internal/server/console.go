@@ -9,6 +9,7 @@ package server
 // docs/decisions/0016-console.md.
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"embed"
@@ -90,8 +91,7 @@ func (c *consoleState) sweep(now time.Time) {
 // logs a browser in as the API key whose secret is given, once, within a
 // few minutes. helmr dev prints it, so that its console opens logged in
 // without the key in a URL.
-func (s *Server) ConsoleLoginPath(r *http.Request, secret string) (string, error) {
-	ctx := r.Context()
+func (s *Server) ConsoleLoginPath(ctx context.Context, secret string) (string, error) {
 	k, err := s.eng.Authenticate(ctx, secret)
 	if err != nil {
 		return "", err
@@ -124,10 +124,25 @@ func (s *Server) consoleRoutes() {
 	s.mux.HandleFunc("GET /console/login", s.consoleLoginPage)
 	s.mux.HandleFunc("POST /console/login", s.consoleLogin)
 	s.mux.Handle("POST /console/logout", s.consolePage("", s.consoleLogout))
-	pages := map[string]struct {
-		api string
-		h   consoleHandler
-	}{
+	for pattern, p := range s.consoleTable() {
+		if _, ok := s.patterns[p.api]; !ok {
+			panic("server: console route " + pattern + " names no API route " + p.api)
+		}
+		s.mux.Handle(pattern, s.consolePage(p.api, p.h))
+	}
+}
+
+// consolePageRoute is a console page or action and the /v1 route it
+// stands for.
+type consolePageRoute struct {
+	api string
+	h   consoleHandler
+}
+
+// consoleTable is every console page and action (but login and logout)
+// with the /v1 route whose role it needs and whose engine call it makes.
+func (s *Server) consoleTable() map[string]consolePageRoute {
+	return map[string]consolePageRoute{
 		"GET /console/{$}":   {"GET /v1/asks", s.consoleInbox},
 		"GET /console/inbox": {"GET /v1/asks", s.consoleInbox},
 		"POST /console/sessions/{id}/turns/{turn_id}/asks/{ask_id}": {"POST /v1/sessions/{id}/turns/{turn_id}/asks/{ask_id}/respond", s.consoleAnswer},
@@ -152,12 +167,16 @@ func (s *Server) consoleRoutes() {
 		"GET /console/commands/{id}/logs":                       {"GET /v1/commands/{id}/logs", s.consoleCommandLogs},
 		"POST /console/commands/{id}/cancel":                    {"POST /v1/commands/{id}/cancel", s.consoleCancelCommand},
 	}
-	for pattern, p := range pages {
-		if _, ok := s.patterns[p.api]; !ok {
-			panic("server: console route " + pattern + " names no API route " + p.api)
-		}
-		s.mux.Handle(pattern, s.consolePage(p.api, p.h))
+}
+
+// ConsolePatterns returns every console page and action pattern with the
+// /v1 route whose role it needs.
+func (s *Server) ConsolePatterns() map[string]string {
+	out := map[string]string{}
+	for p, r := range s.consoleTable() {
+		out[p] = r.api
 	}
+	return out
 }
 
 // can reports whether the session's role may use the /v1 route api; the
