@@ -305,7 +305,7 @@ func safeNext(v string) string {
 func (s *Server) consoleLoginPage(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Frame-Options", "DENY")
-	w.Header().Set("Referrer-Policy", "no-referrer")
+	w.Header().Set("Referrer-Policy", "same-origin")
 	if t := r.URL.Query().Get("token"); t != "" {
 		now := time.Now()
 		s.console.mu.Lock()
