@@ -140,7 +140,7 @@ func (c *console) shot(name string) {
 func (c *console) submit(action string) {
 	c.t.Helper()
 	c.js(`window.confirm = function () { return true; }; true`)
-	c.do(chromedp.Click(chromedp.CSS(`form[action$="`+action+`"] button[type=submit]`)))
+	c.do(chromedp.Click(chromedp.CSS(`form[action$="` + action + `"] button[type=submit]`)))
 }
 
 // The console in a real browser: log in with a key, start a Session and
