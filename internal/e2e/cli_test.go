@@ -7,9 +7,11 @@ import (
 	"encoding/json"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -179,6 +181,7 @@ func TestHelmrDevQuickstart(t *testing.T) {
 	if !strings.Contains(s.output(), "API key: hlmr_sk_") {
 		t.Fatalf("dev output lacks the API key: %s", s.output())
 	}
+	devConsoleLogin(t, s.output())
 	out, errOut, code := s.cli(t, "session", "create", "--agent", "reviewer", "--input-json", `{"issue": 42}`, "--wait", "--json")
 	if code != 0 {
 		t.Fatalf("create: exit %d: %s %s", code, out, errOut)
@@ -512,5 +515,27 @@ func TestHelmrDevWithRelativePaths(t *testing.T) {
 	out, errOut, code := s.cli(t, "session", "create", "--agent", "echo", "--text", "hi", "--wait")
 	if code != 0 || !strings.Contains(out, "hi") {
 		t.Fatalf("create: %d %s %s", code, out, errOut)
+	}
+}
+
+// devConsoleLogin finds the console's one-time login link in helmr dev's
+// output and checks that it logs in once, without the key in it.
+func devConsoleLogin(t *testing.T, output string) {
+	t.Helper()
+	m := regexp.MustCompile(`(http://\S+)/console/login\?token=([0-9a-f]+)`).FindStringSubmatch(output)
+	if m == nil || !strings.Contains(output, "Console: "+m[1]+"/console/") {
+		t.Fatalf("dev output lacks the console's login link: %s", output)
+	}
+	link := m[0]
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for i, want := range []int{http.StatusSeeOther, http.StatusUnauthorized} {
+		res, err := c.Get(link)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != want {
+			t.Fatalf("console login link, use %d: %d, want %d", i+1, res.StatusCode, want)
+		}
 	}
 }

@@ -197,3 +197,23 @@ func (e *Engine) Authenticate(ctx context.Context, secret string) (*store.APIKey
 	}
 	return k, nil
 }
+
+// ActiveKey returns the API key with the ID unless it was revoked or is
+// unknown (unauthorized). The console checks its session's key with it on
+// every request, so that a revocation ends console sessions too.
+func (e *Engine) ActiveKey(ctx context.Context, id string) (*store.APIKey, error) {
+	k, err := read(ctx, e.store, func(tx store.Tx) (*store.APIKey, error) { return tx.GetAPIKey(ctx, id) })
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, helmrtype.Errorf(helmrtype.CodeUnauthorized, "the API key is not valid")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if k.RevokedAt != nil {
+		return nil, helmrtype.Errorf(helmrtype.CodeUnauthorized, "the API key was revoked")
+	}
+	if !helmrtype.Role(k.Role).Valid() {
+		return nil, helmrtype.Errorf(helmrtype.CodeUnauthorized, "the API key has no known role")
+	}
+	return k, nil
+}

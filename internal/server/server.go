@@ -101,6 +101,8 @@ type Server struct {
 	authFails *failLimiter
 	// patterns are the registered /v1 routes and their roles.
 	patterns map[string]helmrtype.Role
+	// console is the web console's state (console.go).
+	console *consoleState
 }
 
 // Stop ends open event streams and waits, so that a graceful shutdown does
@@ -242,6 +244,7 @@ func (s *Server) routes() {
 		}
 		s.route(pattern, rt)
 	}
+	s.consoleRoutes()
 }
 
 // route is one /v1 route: its handler and the least role that may call it.

@@ -79,6 +79,9 @@ func run(ctx context.Context, o *serve.Options, dir string, out, errw io.Writer)
 	fmt.Fprintf(out, "helmr dev: control plane on %s (data in %s)\n", r.URL, o.DataDir)
 	fmt.Fprintf(out, "API key: %s (kept in %s)\n", key, filepath.Join(o.DataDir, "api-key"))
 	fmt.Fprintf(out, "  export HELMR_API_URL=%s HELMR_API_KEY=%s\n", r.URL, key)
+	if login, err := r.CP.Server.ConsoleLoginPath(ctx, key); err == nil {
+		fmt.Fprintf(out, "Console: %s/console/ (this link logs in once, within 5 minutes: %s%s)\n", r.URL, r.URL, login)
+	}
 	saveDevProfile(r.URL, key, out, errw)
 	fp, copied, err := publish(ctx, r, dir, nil, out, errw)
 	if err != nil {

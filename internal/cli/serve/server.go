@@ -61,7 +61,7 @@ func ServerCommand() *cobra.Command {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "helmr server listening on %s\n", r.URL)
+			fmt.Fprintf(out, "helmr server listening on %s (console at %s/console/)\n", r.URL, r.URL)
 			switch {
 			case created && keyFile != "":
 				fmt.Fprintf(out, "API key created and kept in %s\n", keyFile)
