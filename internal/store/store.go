@@ -239,6 +239,10 @@ type Tx interface {
 	// GetTokenByKey finds the Token a Session created with an idempotency key.
 	GetTokenByKey(ctx context.Context, sessionID, key string) (*Token, error)
 	UpdateToken(ctx context.Context, t *Token) error
+	// ListTokensByStatus returns the Tokens of every Session with the
+	// status ("" for any) and ID < beforeID ("" for no bound), newest
+	// first.
+	ListTokensByStatus(ctx context.Context, status, beforeID string, limit int) ([]Token, error)
 	// ExpiringTokens returns pending Tokens that have an expiry, soonest first.
 	ExpiringTokens(ctx context.Context) ([]Token, error)
 

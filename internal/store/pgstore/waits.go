@@ -177,6 +177,12 @@ func (t *tx) UpdateToken(ctx context.Context, tk *store.Token) error {
 		tk.Status, blob(tk.Tags), blob(tk.Metadata), blob(tk.Data), tk.ExpiresAt, tk.ResolvedAt, blob(tk.Schema), tk.ID)
 }
 
+func (t *tx) ListTokensByStatus(ctx context.Context, status, beforeID string, limit int) ([]store.Token, error) {
+	rows, err := t.q.Query(ctx, `SELECT `+tokenCols+` FROM tokens WHERE ($1 = '' OR status = $1) AND ($2 = '' OR id < $2) ORDER BY id DESC LIMIT $3`,
+		status, beforeID, limit)
+	return collect(rows, err, scanToken)
+}
+
 func (t *tx) ExpiringTokens(ctx context.Context) ([]store.Token, error) {
 	rows, err := t.q.Query(ctx, `SELECT `+tokenCols+` FROM tokens WHERE status = 'pending' AND expires_at IS NOT NULL ORDER BY expires_at, id`)
 	return collect(rows, err, scanToken)

@@ -174,6 +174,11 @@ func (t *tx) UpdateToken(ctx context.Context, tk *store.Token) error {
 		tk.Status, blob(tk.Tags), blob(tk.Metadata), blob(tk.Data), nullMicros(tk.ExpiresAt), nullMicros(tk.ResolvedAt), blob(tk.Schema), tk.ID)
 }
 
+func (t *tx) ListTokensByStatus(ctx context.Context, status, beforeID string, limit int) ([]store.Token, error) {
+	q := `SELECT ` + tokenCols + ` FROM tokens WHERE (? = '' OR status = ?) AND (? = '' OR id < ?) ORDER BY id DESC LIMIT ?`
+	return queryAll(ctx, t, scanToken, q, status, status, beforeID, beforeID, limit)
+}
+
 func (t *tx) ExpiringTokens(ctx context.Context) ([]store.Token, error) {
 	return queryAll(ctx, t, scanToken, `SELECT `+tokenCols+` FROM tokens INDEXED BY tokens_expiring
  WHERE status = 'pending' AND expires_at IS NOT NULL ORDER BY expires_at, id`)

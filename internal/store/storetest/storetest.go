@@ -54,6 +54,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ListAsks", testListAsks},
 		{"Tokens", testTokens},
 		{"ExpiringTokens", testExpiringTokens},
+		{"ListTokensByStatus", testListTokensByStatus},
 		{"Waits", testWaits},
 		{"OpenWaits", testOpenWaits},
 		{"Holds", testHolds},

@@ -194,6 +194,81 @@ func testTokens(t *testing.T, s store.Store) {
 	})
 }
 
+func testListTokensByStatus(t *testing.T, s store.Store) {
+	// IDs sort by creation; inserted out of order, across Sessions.
+	tokens := []*store.Token{
+		newToken("tok-1", "ses-1", "completed", "", 1),
+		newToken("tok-2", "ses-1", "pending", "", 2),
+		newToken("tok-3", "ses-2", "pending", "k", 3),
+		newToken("tok-4", "ses-1", "cancelled", "", 4),
+		newToken("tok-5", "ses-3", "expired", "", 5),
+		newToken("tok-6", "ses-1", "pending", "", 6),
+		newToken("tok-7", "ses-2", "pending", "", 7),
+	}
+	tokens[5].Schema = raw(`{"type":"object"}`)
+	tokens[5].ExpiresAt = ptr(at(60))
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, i := range []int{4, 0, 6, 2, 5, 1, 3} {
+			wantOK(t, "InsertToken", tx.InsertToken(ctx, tokens[i]))
+		}
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, c := range []struct {
+			status, before string
+			limit          int
+			want           []string
+		}{
+			{"pending", "", 100, []string{"tok-7", "tok-6", "tok-3", "tok-2"}},
+			{"pending", "", 2, []string{"tok-7", "tok-6"}},
+			{"pending", "tok-6", 2, []string{"tok-3", "tok-2"}},
+			{"pending", "tok-2", 100, nil},
+			{"completed", "", 100, []string{"tok-1"}},
+			{"cancelled", "", 100, []string{"tok-4"}},
+			{"expired", "", 100, []string{"tok-5"}},
+			{"", "", 3, []string{"tok-7", "tok-6", "tok-5"}},
+			{"", "tok-5", 100, []string{"tok-4", "tok-3", "tok-2", "tok-1"}},
+			{"none", "", 100, nil},
+		} {
+			ts, err := tx.ListTokensByStatus(ctx, c.status, c.before, c.limit)
+			if err != nil {
+				t.Errorf("ListTokensByStatus(%q, %q, %d): %v", c.status, c.before, c.limit, err)
+				continue
+			}
+			checkIDs(t, fmt.Sprintf("ListTokensByStatus(%q, %q, %d)", c.status, c.before, c.limit), tokenIDs(ts), c.want)
+		}
+		ts, err := tx.ListTokensByStatus(ctx, "pending", "tok-7", 1)
+		if err != nil || len(ts) != 1 {
+			t.Fatalf("ListTokensByStatus = %v, %v", ts, err)
+		}
+		check(t, "listed Token", ts[0], storedToken(*tokens[5]))
+		return nil
+	})
+	// A completed Token leaves the pending list.
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		tk, err := tx.GetToken(ctx, "tok-6")
+		if err != nil {
+			t.Fatalf("GetToken: %v", err)
+		}
+		tk.Status, tk.Data, tk.ResolvedAt = "completed", raw(`{}`), ptr(at(9))
+		wantOK(t, "UpdateToken", tx.UpdateToken(ctx, tk))
+		return nil
+	})
+	view(t, s, func(ctx context.Context, tx store.Tx) error {
+		ts, err := tx.ListTokensByStatus(ctx, "pending", "", 100)
+		if err != nil {
+			t.Fatalf("ListTokensByStatus: %v", err)
+		}
+		checkIDs(t, "ListTokensByStatus(pending) after a completion", tokenIDs(ts), []string{"tok-7", "tok-3", "tok-2"})
+		ts, err = tx.ListTokensByStatus(ctx, "completed", "", 100)
+		if err != nil {
+			t.Fatalf("ListTokensByStatus: %v", err)
+		}
+		checkIDs(t, "ListTokensByStatus(completed) after a completion", tokenIDs(ts), []string{"tok-6", "tok-1"})
+		return nil
+	})
+}
+
 func testExpiringTokens(t *testing.T, s store.Store) {
 	withExpiry := func(tk *store.Token, n int) *store.Token {
 		tk.ExpiresAt = ptr(at(n))

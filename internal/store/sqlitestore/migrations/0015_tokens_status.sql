@@ -1,0 +1,3 @@
+-- The inbox (GET /v1/tokens) lists Tokens by status, newest first.
+
+CREATE INDEX tokens_status ON tokens(status, id);
