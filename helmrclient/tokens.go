@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 
 	"github.com/helmr-go/helmr/helmrtype"
 )
@@ -16,6 +17,29 @@ type Tokens struct {
 }
 
 func tokenPath(id string) string { return "/v1/tokens/" + pathEscape(id) }
+
+// TokenListOptions filter and page Tokens.List.
+type TokenListOptions struct {
+	// Status is pending, completed, cancelled or expired; empty lists all.
+	Status string
+	Cursor string
+	Limit  int
+}
+
+// List returns a page of Tokens across Sessions, newest first: with
+// Inbox.List, the inbox of what waits on people.
+func (t *Tokens) List(ctx context.Context, opts TokenListOptions) (*helmrtype.TokenPage, error) {
+	q := url.Values{}
+	ListOptions{Cursor: opts.Cursor, Limit: opts.Limit}.values(q)
+	if opts.Status != "" {
+		q.Set("status", opts.Status)
+	}
+	var out helmrtype.TokenPage
+	if err := t.c.do(ctx, http.MethodGet, "/v1/tokens", q, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
 
 // Get returns a Token (without its credential, which only its creator saw).
 func (t *Tokens) Get(ctx context.Context, id string) (*helmrtype.TokenState, error) {

@@ -96,7 +96,8 @@ func (c *TokenCreate) Check() error {
 }
 
 // TokenState is a token's current state. Data is the completion data of a
-// completed token.
+// completed token. Schema is the JSON Schema a completion must satisfy,
+// that of the token's latest wait that gave one; absent, any JSON does.
 type TokenState struct {
 	ID                string          `json:"id"`
 	SessionID         string          `json:"session_id,omitempty"`
@@ -112,6 +113,13 @@ type TokenState struct {
 	CompletedAt       *time.Time      `json:"completed_at,omitempty"`
 	CancelledAt       *time.Time      `json:"cancelled_at,omitempty"`
 	ExpiredAt         *time.Time      `json:"expired_at,omitempty"`
+	Schema            json.RawMessage `json:"schema,omitempty"`
+}
+
+// TokenPage is one page of tokens.
+type TokenPage struct {
+	Tokens     []TokenState `json:"tokens"`
+	NextCursor string       `json:"next_cursor,omitempty"`
 }
 
 // TokenComplete is the body of POST /v1/tokens/{id}/complete: the data to

@@ -36,7 +36,8 @@ func (e *Engine) callbackURL(id string) string {
 
 func (e *Engine) tokenState(t *store.Token) helmrtype.TokenState {
 	st := helmrtype.TokenState{ID: t.ID, SessionID: t.SessionID, TurnID: t.TurnID, Status: t.Status, Tags: []string{},
-		Metadata: t.Metadata, Data: t.Data, CallbackURL: e.callbackURL(t.ID), CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt}
+		Metadata: t.Metadata, Data: t.Data, CallbackURL: e.callbackURL(t.ID), CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt,
+		Schema: t.Schema}
 	if len(t.Tags) > 0 {
 		json.Unmarshal(t.Tags, &st.Tags)
 	}
@@ -147,6 +148,35 @@ func (e *Engine) GetToken(ctx context.Context, id string) (*helmrtype.TokenState
 		return nil, err
 	}
 	return &out, nil
+}
+
+// ListTokens returns the Tokens of every Session with the status
+// (pending, completed, cancelled or expired; "" for all), newest first, a
+// page at a time: with the questions, the inbox of the people who complete
+// them.
+func (e *Engine) ListTokens(ctx context.Context, status, cursor string, limit int) (*helmrtype.TokenPage, error) {
+	switch status {
+	case "", helmrtype.TokenPending, helmrtype.TokenCompleted, helmrtype.TokenCancelled, helmrtype.TokenExpired:
+	default:
+		return nil, &helmrtype.Error{Code: helmrtype.CodeInvalidRequest, Message: "status must be pending, completed, cancelled or expired",
+			Details: map[string]any{"status": status}}
+	}
+	limit, err := pageLimit(limit, 100)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := read(ctx, e.store, func(tx store.Tx) ([]store.Token, error) {
+		return tx.ListTokensByStatus(ctx, status, cursor, limit+1)
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := &helmrtype.TokenPage{Tokens: []helmrtype.TokenState{}}
+	rows, out.NextCursor = trimPage(rows, limit, func(t *store.Token) string { return t.ID })
+	for i := range rows {
+		out.Tokens = append(out.Tokens, e.tokenState(&rows[i]))
+	}
+	return out, nil
 }
 
 // TokenSecretValid reports whether secret is the public access credential

@@ -59,6 +59,22 @@ func (s *Server) listAllAsks(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// listTokens is the inbox's other half: the Tokens of every Session,
+// newest first.
+func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) error {
+	limit, err := queryInt(r, "limit")
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	page, err := s.eng.ListTokens(r.Context(), q.Get("status"), q.Get("cursor"), limit)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, page)
+	return nil
+}
+
 func (s *Server) getAskByID(w http.ResponseWriter, r *http.Request) error {
 	a, err := s.eng.GetAskByID(r.Context(), r.PathValue("ask_id"))
 	if err != nil {

@@ -295,6 +295,7 @@ func (s *Server) routeTable() map[string]route {
 		"GET /v1/sessions/{id}/turns/{turn_id}/asks":                   {viewer, s.listAsks, false},
 		"GET /v1/sessions/{id}/turns/{turn_id}/asks/{ask_id}":          {viewer, s.getAsk, false},
 		"POST /v1/sessions/{id}/turns/{turn_id}/asks/{ask_id}/respond": {responder, s.respondAsk, false},
+		"GET /v1/tokens":                                               {viewer, s.listTokens, false},
 		"GET /v1/tokens/{id}":                                          {viewer, s.getToken, false},
 		"POST /v1/tokens/{id}/complete":                                {responder, s.completeToken, true},
 		"POST /v1/sessions/{id}/interrupt":                             {operator, s.interruptSession, false},

@@ -1,12 +1,15 @@
-// Package token holds the helmr token commands: get, complete and cancel.
+// Package token holds the helmr token commands: list, get, complete and
+// cancel.
 package token
 
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/helmr-go/helmr/helmrclient"
 	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/cli/clienv"
 )
@@ -15,11 +18,61 @@ import (
 func New(g *clienv.Globals) *cobra.Command {
 	cmd := clienv.Group(&cobra.Command{
 		Use:   "token",
-		Short: "Read, complete and cancel Tokens",
+		Short: "List, read, complete and cancel Tokens",
 		Long: "Tokens are durable one-shot values that agent code waits on. HELMR_API_KEY may also be a Token's\n" +
 			"public access credential, which completes that one Token and nothing else.",
 	})
-	cmd.AddCommand(newGet(g), newComplete(g), newCancel(g))
+	cmd.AddCommand(newList(g), newGet(g), newComplete(g), newCancel(g))
+	return cmd
+}
+
+func newList(g *clienv.Globals) *cobra.Command {
+	var opts helmrclient.TokenListOptions
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "list [--status pending|completed|cancelled|expired | --all]",
+		Short: "List Tokens across Sessions, newest first (default: the pending ones)",
+		Args:  clienv.Args(),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := clienv.Limit(opts.Limit, 100); err != nil {
+				return err
+			}
+			if all {
+				if cmd.Flags().Changed("status") {
+					return clienv.Usagef("give only one of --status and --all")
+				}
+				opts.Status = ""
+			}
+			c, err := g.Client()
+			if err != nil {
+				return err
+			}
+			page, err := c.Tokens.List(cmd.Context(), opts)
+			if err != nil {
+				return err
+			}
+			if g.JSON {
+				return g.PrintJSON(page)
+			}
+			t := clienv.NewTable(g.Streams.Out, "TOKEN", "SESSION", "TURN", "STATUS", "CREATED", "EXPIRES", "TAGS", "SCHEMA")
+			for _, tk := range page.Tokens {
+				schema := "-"
+				if len(tk.Schema) > 0 {
+					schema = "yes"
+				}
+				t.Row(tk.ID, tk.SessionID, tk.TurnID, tk.Status, clienv.Time(tk.CreatedAt), clienv.TimePtr(tk.ExpiresAt),
+					strings.Join(tk.Tags, ","), schema)
+			}
+			if err := t.Flush(); err != nil {
+				return err
+			}
+			clienv.More(g.Streams.Err, "tokens", page.NextCursor)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&opts.Status, "status", helmrtype.TokenPending, "pending, completed, cancelled or expired")
+	cmd.Flags().BoolVar(&all, "all", false, "list Tokens of every status")
+	clienv.PageFlags(cmd.Flags(), &opts.Limit, &opts.Cursor, 0)
 	return cmd
 }
 
@@ -112,6 +165,7 @@ func writeToken(w io.Writer, t *helmrtype.TokenState) error {
 		clienv.Field{Name: "Created", Value: clienv.Time(t.CreatedAt)},
 		clienv.Field{Name: "Expires", Value: clienv.TimePtr(t.ExpiresAt)},
 		clienv.Field{Name: "Data", Value: clienv.CompactJSON(t.Data)},
+		clienv.Field{Name: "Schema", Value: clienv.CompactJSON(t.Schema)},
 		clienv.Field{Name: "Callback URL", Value: t.CallbackURL},
 	)
 }
