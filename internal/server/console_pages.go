@@ -39,7 +39,8 @@ func parsePages() map[string]*template.Template {
 			return m
 		},
 		"limits": func() map[string]int {
-			return map[string]int{"AnswerText": helmrtype.MaxAnswerTextBytes, "Answer": helmrtype.MaxAnswerBytes, "Input": helmrtype.MaxInputBytes}
+			return map[string]int{"AnswerText": helmrtype.MaxAnswerTextBytes, "Answer": helmrtype.MaxAnswerBytes, "Input": helmrtype.MaxInputBytes,
+				"TokenData": helmrtype.MaxTokenDataBytes}
 		},
 	}
 	out := map[string]*template.Template{}
@@ -188,11 +189,108 @@ func formInput(r *http.Request, field string) (json.RawMessage, error) {
 }
 
 func (s *Server) consoleInbox(w http.ResponseWriter, r *http.Request, cs *consoleSession) error {
-	page, err := s.eng.ListAllAsks(r.Context(), helmrtype.AskPending, r.URL.Query().Get("cursor"), 50)
+	return s.renderInbox(w, r, cs, http.StatusOK, nil)
+}
+
+// inboxToken is a pending Token as the inbox shows it: its name and
+// description, when its metadata has them as strings, and its schema.
+type inboxToken struct {
+	T           helmrtype.TokenState
+	Name        string
+	Description string
+	// Data and Error are a refused completion's data and why it was
+	// refused, shown again in its form.
+	Data  string
+	Error *helmrtype.Error
+}
+
+// tokenRefusal is a completion the inbox refused, shown in place.
+type tokenRefusal struct {
+	id   string
+	data string
+	err  *helmrtype.Error
+}
+
+// renderInbox renders the inbox: the pending questions, then the pending
+// Tokens (the tokens a viewer may list: the page needs GET /v1/asks, the
+// Tokens GET /v1/tokens, both viewer routes). A refused completion is
+// shown with its Token, with the status of its error.
+func (s *Server) renderInbox(w http.ResponseWriter, r *http.Request, cs *consoleSession, status int, refused *tokenRefusal) error {
+	q := r.URL.Query()
+	page, err := s.eng.ListAllAsks(r.Context(), helmrtype.AskPending, q.Get("cursor"), 50)
 	if err != nil {
 		return err
 	}
-	s.render(w, r, http.StatusOK, "inbox", cs, map[string]any{"Title": "Inbox", "Asks": page.Asks, "Next": page.NextCursor})
+	data := map[string]any{"Title": "Inbox", "Asks": page.Asks, "Next": page.NextCursor}
+	if s.can(cs, "GET /v1/tokens") {
+		tp, err := s.eng.ListTokens(r.Context(), helmrtype.TokenPending, q.Get("tcursor"), 50)
+		if err != nil {
+			return err
+		}
+		toks := make([]inboxToken, 0, len(tp.Tokens))
+		for _, t := range tp.Tokens {
+			it := inboxToken{T: t}
+			var meta map[string]any
+			if json.Unmarshal(t.Metadata, &meta) == nil {
+				it.Name, _ = meta["name"].(string)
+				it.Description, _ = meta["description"].(string)
+			}
+			if refused != nil && refused.id == t.ID {
+				it.Data, it.Error = refused.data, refused.err
+			}
+			toks = append(toks, it)
+		}
+		data["Tokens"], data["TokensNext"] = toks, tp.NextCursor
+	}
+	if refused != nil {
+		data["Refused"] = refused.err
+	}
+	s.render(w, r, status, "inbox", cs, data)
+	return nil
+}
+
+// consoleCompleteToken completes a Token with the JSON of the form's
+// "data", through the engine call of POST /v1/tokens/{id}/complete. Data
+// that is not JSON, or that the Token's schema refuses (input_invalid: the
+// Token stays pending), is shown in the inbox with the message.
+func (s *Server) consoleCompleteToken(w http.ResponseWriter, r *http.Request, cs *consoleSession) error {
+	id := r.PathValue("id")
+	data := r.PostForm.Get("data")
+	refuse := func(err error) error {
+		he := s.apiError(r, err)
+		if he == nil {
+			return nil
+		}
+		return s.renderInbox(w, r, cs, helmrtype.HTTPStatus(he.Code), &tokenRefusal{id: id, data: data, err: he})
+	}
+	if strings.TrimSpace(data) == "" {
+		return refuse(helmrtype.Errorf(helmrtype.CodeInvalidRequest, "give the Token's data as JSON (null, a number, a string in quotes, an array or an object)"))
+	}
+	if !json.Valid([]byte(data)) {
+		var v any
+		err := json.Unmarshal([]byte(data), &v)
+		return refuse(helmrtype.Errorf(helmrtype.CodeInvalidRequest, "the data is not valid JSON (%v); a string needs quotes", err))
+	}
+	var buf bytes.Buffer
+	json.Compact(&buf, []byte(data))
+	if _, err := s.eng.CompleteToken(r.Context(), id, buf.Bytes()); err != nil {
+		switch helmrtype.CodeOf(err) {
+		case helmrtype.CodeInvalidRequest, helmrtype.CodeInputInvalid, helmrtype.CodeLimitExceeded:
+			return refuse(err)
+		}
+		return err
+	}
+	redirect(w, r, safeNext(r.PostForm.Get("back")), "completed")
+	return nil
+}
+
+// consoleCancelToken cancels a Token, through the engine call of
+// POST /v1/tokens/{id}/cancel.
+func (s *Server) consoleCancelToken(w http.ResponseWriter, r *http.Request, cs *consoleSession) error {
+	if _, err := s.eng.CancelToken(r.Context(), r.PathValue("id")); err != nil {
+		return err
+	}
+	redirect(w, r, safeNext(r.PostForm.Get("back")), "tokcancel")
 	return nil
 }
 
