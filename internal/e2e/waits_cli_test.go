@@ -20,6 +20,17 @@ func TestTokenAndAskCLI(t *testing.T) {
 	ti := tokenOf(t, p, r.Session.ID)
 	public := &server{url: p.url, key: ti.Secret}
 
+	// helmr token list shows the pending Token; --status completed does not.
+	if out, errOut, code := api.cli(t, "token", "list"); code != 0 || !strings.Contains(out, ti.Token) || !strings.Contains(out, "pending") {
+		t.Fatalf("token list: exit %d %s %s", code, out, errOut)
+	}
+	if out, _, code := api.cli(t, "token", "list", "--status", "completed"); code != 0 || strings.Contains(out, ti.Token) {
+		t.Fatalf("token list --status completed before the completion: exit %d %s", code, out)
+	}
+	if _, _, code := api.cli(t, "token", "list", "--status", "done"); code == 0 {
+		t.Fatal("token list --status done succeeded")
+	}
+
 	// The public credential reads nothing.
 	if _, errOut, code := public.cli(t, "token", "get", ti.Token); code == 0 || !strings.Contains(errOut, "unauthorized") {
 		t.Fatalf("token get with the public credential: exit %d %s", code, errOut)
