@@ -149,6 +149,7 @@ func (s *Server) consoleTable() map[string]consolePageRoute {
 		"POST /console/tokens/{id}/complete":                        {"POST /v1/tokens/{id}/complete", s.consoleCompleteToken},
 		"POST /console/tokens/{id}/cancel":                          {"POST /v1/tokens/{id}/cancel", s.consoleCancelToken},
 		"GET /console/sessions":                                     {"GET /v1/sessions", s.consoleSessions},
+		"GET /console/counts":                                       {"GET /v1/sessions", s.consoleCounts},
 		"POST /console/sessions":                                    {"POST /v1/sessions", s.consoleCreateSession},
 		"GET /console/sessions/{id}":                                {"GET /v1/sessions/{id}", s.consoleSession},
 		"GET /console/sessions/{id}/events":                         {"GET /v1/sessions/{id}/events", s.consoleEvents},

@@ -349,9 +349,44 @@ func (s *Server) consoleSessions(w http.ResponseWriter, r *http.Request, cs *con
 		nq := url.Values{"agent": {q.Get("agent")}, "key": {q.Get("key")}, "status": {q.Get("status")}, "cursor": {page.NextCursor}}
 		next = "/console/sessions?" + nq.Encode()
 	}
-	s.render(w, r, http.StatusOK, "sessions", cs, map[string]any{"Title": "Sessions", "Sessions": page.Sessions, "Next": next,
+	counts, err := s.counts(r)
+	if err != nil {
+		return err
+	}
+	s.render(w, r, http.StatusOK, "sessions", cs, map[string]any{"Title": "Sessions", "Sessions": page.Sessions, "Next": next, "Counts": counts,
 		"Agent": q.Get("agent"), "Key": q.Get("key"), "Status": q.Get("status"), "Agents": agents,
 		"Statuses": []string{helmrtype.SessionOpen, helmrtype.SessionClosing, helmrtype.SessionClosed}})
+	return nil
+}
+
+// liveCounts are the counts the Sessions page shows and keeps up to date.
+type liveCounts struct {
+	Open          int64 `json:"open"`
+	Closing       int64 `json:"closing"`
+	Closed        int64 `json:"closed"`
+	PendingAsks   int64 `json:"pending_asks"`
+	PendingTokens int64 `json:"pending_tokens"`
+}
+
+// counts reads the live counts from the store (grouped counts, as the
+// metrics' gauges).
+func (s *Server) counts(r *http.Request) (liveCounts, error) {
+	c, err := s.eng.Counts(r.Context())
+	if err != nil {
+		return liveCounts{}, err
+	}
+	return liveCounts{Open: c.SessionsByStatus[helmrtype.SessionOpen], Closing: c.SessionsByStatus[helmrtype.SessionClosing],
+		Closed: c.SessionsByStatus[helmrtype.SessionClosed], PendingAsks: c.PendingAsks, PendingTokens: c.PendingTokens}, nil
+}
+
+// consoleCounts answers the Sessions page's live counts as JSON.
+func (s *Server) consoleCounts(w http.ResponseWriter, r *http.Request, cs *consoleSession) error {
+	c, err := s.counts(r)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, c)
 	return nil
 }
 

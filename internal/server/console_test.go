@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -12,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/engine"
 )
 
 // browser is an HTTP client with a cookie jar that does not follow
@@ -246,4 +248,40 @@ func firstLine(s string) string {
 		s = s[:200]
 	}
 	return s
+}
+
+// TestConsoleLiveCounts: the Sessions page shows the counts of Sessions by
+// status and of what waits for an answer, and /console/counts serves them
+// for the page to keep current.
+func TestConsoleLiveCounts(t *testing.T) {
+	ts := newTestServer(t)
+	ctx := context.Background()
+	m := helmrtype.Manifest{Version: helmrtype.ManifestVersion, SDK: "go",
+		Templates: []helmrtype.TemplateManifest{{ID: "box", Image: helmrtype.ImageManifest{Name: "box", Host: true}}},
+		Agents:    []helmrtype.AgentManifest{{ID: "echo", Template: "box", InputKind: "text", CloseAfterIdle: "7d", HibernateAfterIdle: "never"}}}
+	if _, err := ts.eng.PublishDeployment(ctx, "sha256:counts", m, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for range 3 {
+		rec, _, err := ts.eng.CreateSession(ctx, helmrtype.SessionCreateRequest{Agent: "echo"}, engine.APICaller)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, rec.Session.ID)
+	}
+	if _, err := ts.eng.CancelSession(ctx, ids[0], helmrtype.ControlRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, ts.url, nil)
+	b.login(ts.keys[helmrtype.RoleViewer])
+	res, body := b.do("GET", "/console/counts", nil)
+	var c map[string]int64
+	if res.StatusCode != 200 || json.Unmarshal([]byte(body), &c) != nil || c["open"] != 2 || c["closed"] != 1 || c["pending_asks"] != 0 {
+		t.Fatalf("counts: %d %s", res.StatusCode, body)
+	}
+	if res, body := b.do("GET", "/console/sessions", nil); res.StatusCode != 200 || !strings.Contains(body, `<span data-n="open">2</span> open`) ||
+		!strings.Contains(body, `<span data-n="closed">1</span> closed`) {
+		t.Fatalf("the Sessions page's counts: %d", res.StatusCode)
+	}
 }

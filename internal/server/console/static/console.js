@@ -126,3 +126,25 @@ document.addEventListener("DOMContentLoaded", function () {
   var logs = document.getElementById("logs");
   if (logs && logs.dataset.logs && window.EventSource) followLogs(logs);
 });
+
+// The Sessions page's counts stay current: read again every 5 s while the
+// page is visible.
+(function () {
+  var box = document.getElementById("live-counts");
+  if (!box || !window.fetch) return;
+  function update() {
+    if (document.hidden) return;
+    fetch(box.getAttribute("data-counts"), { credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (c) {
+        if (!c) return;
+        box.querySelectorAll("[data-n]").forEach(function (n) {
+          var v = c[n.getAttribute("data-n")];
+          if (v !== undefined) n.textContent = String(v);
+        });
+      })
+      .catch(function () {});
+  }
+  setInterval(update, 5000);
+})();
+
