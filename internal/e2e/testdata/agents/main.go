@@ -20,14 +20,6 @@ var box = helmr.Template(helmr.TemplateSpec{ID: "box", Image: helmr.Image("box")
 
 type text = helmr.InputContent
 
-// unreachable's image is in a registry nobody serves: its Computer cannot
-// start a process.
-var unreachable = helmr.Agent(helmr.AgentSpec[text, any, struct{}]{ID: "unreachable",
-	Template: helmr.Template(helmr.TemplateSpec{ID: "unreachable", Image: helmr.Image("unreachable").From("127.0.0.1:9/helmr-test/none:1")}),
-	Turn: func(ctx context.Context, t *helmr.Turn[text], ac *helmr.AgentContext[struct{}]) (any, error) {
-		return nil, nil
-	}})
-
 // echo responds with its input and writes two output fragments.
 var echo = helmr.Agent(helmr.AgentSpec[text, map[string]any, struct{}]{ID: "echo", Template: box,
 	Turn: func(ctx context.Context, t *helmr.Turn[text], ac *helmr.AgentContext[struct{}]) (map[string]any, error) {
@@ -264,7 +256,7 @@ var tight = helmr.Agent(helmr.AgentSpec[text, any, struct{}]{ID: "tight",
 		t.Output.Write(ctx, "filling")
 		chunk := make([]byte, 1<<20)
 		for i := 0; ctx.Err() == nil && i < 64; i++ {
-			if err := os.WriteFile(fmt.Sprintf("/workspace/fill-%d", i), chunk, 0o600); err != nil {
+			if err := os.WriteFile(fmt.Sprintf("%s/fill-%d", workspace(), i), chunk, 0o600); err != nil {
 				return nil, err
 			}
 			time.Sleep(100 * time.Millisecond)
@@ -273,5 +265,5 @@ var tight = helmr.Agent(helmr.AgentSpec[text, any, struct{}]{ID: "tight",
 	}})
 
 func main() {
-	helmr.Main(echo, typed, limits, chat, slow, deadline, badinit, waiter, counter, sleepy, driver, limited, worker, files, colocated, unreachable, tight)
+	helmr.Main(echo, typed, limits, chat, slow, deadline, badinit, waiter, counter, sleepy, driver, limited, worker, files, colocated, tight)
 }
