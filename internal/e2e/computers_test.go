@@ -56,6 +56,7 @@ func TestWorkspaceOutlivesTheProcess(t *testing.T) {
 	}
 	// The sandbox hides the host: a file outside the Computer, the data
 	// directory and host secrets are out of reach.
+	needSandbox(t)
 	secret := filepath.Join(t.TempDir(), "host-secret")
 	os.WriteFile(secret, []byte("host only"), 0o644)
 	for _, path := range []string{secret, filepath.Join(p.dataDir, "helmr.db"), "/etc/shadow"} {
