@@ -184,7 +184,7 @@ func (r *testRegistry) push(repoTag string, img v1.Image) string {
 // removed as the Store removes them (forceRemoveAll).
 func storeDir(t *testing.T) string {
 	t.Helper()
-	dir := storeDir(t)
+	dir := t.TempDir()
 	t.Cleanup(func() { forceRemoveAll(dir) })
 	return dir
 }
