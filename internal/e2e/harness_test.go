@@ -20,6 +20,7 @@ import (
 	"github.com/helmr-go/helmr/internal/computer/local"
 	"github.com/helmr-go/helmr/internal/controlplane"
 	"github.com/helmr-go/helmr/internal/deploy"
+	"github.com/helmr-go/helmr/internal/freezer"
 	"github.com/helmr-go/helmr/internal/store/pgstore/pgtest"
 )
 
@@ -66,12 +67,17 @@ var (
 	// hostUnsandboxed is why bubblewrap cannot run here ("" when it can);
 	// hostLimitsWhy why resource limits are not enforced ("" when they are).
 	hostUnsandboxed, hostLimitsWhy string
+	// hostFreezer is the kind of freezer control planes get here.
+	hostFreezer string
 )
 
 // probeHost asks the local provider once what this host can do: run
 // bubblewrap sandboxes, enforce resource limits.
 func probeHost() {
 	hostOnce.Do(func() {
+		fz := freezer.New(slog.New(slog.DiscardHandler), "helmr-e2e-probe")
+		hostFreezer = fz.Kind()
+		freezer.Cleanup(fz)
 		dir, err := os.MkdirTemp("", "helmr-e2e-probe-")
 		if err != nil {
 			hostUnsandboxed, hostLimitsWhy = err.Error(), err.Error()
