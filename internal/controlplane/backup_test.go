@@ -107,7 +107,7 @@ func TestBackupUnderLoad(t *testing.T) {
 
 	// A running control plane's data directory is not restored over.
 	busy := t.TempDir()
-	cp, err := Open(ctx, Config{DataDir: busy})
+	cp, err := Open(ctx, Config{DataDir: busy, UnsafeNoSandbox: true})
 	if err != nil {
 		t.Fatal(err)
 	}

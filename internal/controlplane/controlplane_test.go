@@ -12,18 +12,21 @@ import (
 	"github.com/helmr-go/helmr/helmrtype"
 )
 
+// The sandbox is not the point of these tests: UnsafeNoSandbox (which
+// applies only where bubblewrap cannot run) lets them run on such a host.
+
 func TestOneControlPlanePerDataDir(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	cp, err := Open(ctx, Config{DataDir: dir})
+	cp, err := Open(ctx, Config{DataDir: dir, UnsafeNoSandbox: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(ctx, Config{DataDir: dir}); err == nil || !strings.Contains(err.Error(), "in use") {
+	if _, err := Open(ctx, Config{DataDir: dir, UnsafeNoSandbox: true}); err == nil || !strings.Contains(err.Error(), "in use") {
 		t.Fatalf("second open: %v", err)
 	}
 	cp.Close(ctx)
-	cp2, err := Open(ctx, Config{DataDir: dir})
+	cp2, err := Open(ctx, Config{DataDir: dir, UnsafeNoSandbox: true})
 	if err != nil {
 		t.Fatalf("open after close: %v", err)
 	}
@@ -32,7 +35,7 @@ func TestOneControlPlanePerDataDir(t *testing.T) {
 		t.Fatal("unsupported database accepted")
 	}
 	// A refused configuration leaves the directory free.
-	cp3, err := Open(ctx, Config{DataDir: dir})
+	cp3, err := Open(ctx, Config{DataDir: dir, UnsafeNoSandbox: true})
 	if err != nil {
 		t.Fatalf("open after a refused configuration: %v", err)
 	}
@@ -53,7 +56,7 @@ func TestHistoryRetentionConfig(t *testing.T) {
 	if _, err := Open(ctx, Config{DataDir: dir, HistoryRetention: -time.Second}); !errors.Is(err, helmrtype.CodeInvalidRequest) {
 		t.Fatalf("negative retention: %v, want invalid_request", err)
 	}
-	cp, err := Open(ctx, Config{DataDir: dir, HistoryRetention: 200 * time.Millisecond})
+	cp, err := Open(ctx, Config{DataDir: dir, HistoryRetention: 200 * time.Millisecond, UnsafeNoSandbox: true})
 	if err != nil {
 		t.Fatal(err)
 	}

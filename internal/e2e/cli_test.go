@@ -47,6 +47,20 @@ func helmrBinary(t *testing.T) string {
 	return helmrBin
 }
 
+// serverFlags adds to helmr server's args what this host needs (it runs
+// agents unsandboxed where bubblewrap cannot run, and without limits
+// where cgroups cannot enforce them); the tests whose point is the
+// sandbox or the limits skip there (needSandbox, needLimits).
+func serverFlags(args []string) []string {
+	if unsandboxed() && !slices.Contains(args, "--unsafe-no-sandbox") {
+		args = append(args, "--unsafe-no-sandbox")
+	}
+	if unlimited() && !slices.Contains(args, "--allow-unlimited") {
+		args = append(args, "--allow-unlimited")
+	}
+	return args
+}
+
 type buildError struct{ out string }
 
 func (e *buildError) Error() string { return "go build cmd/helmr: " + e.out }
@@ -85,6 +99,7 @@ func startServerWith(t *testing.T, dataDir string, env []string, files []*os.Fil
 	if args[0] == "server" {
 		keyFile = dataDir + ".key"
 		args = append(args, "--api-key-file", keyFile)
+		args = serverFlags(args)
 	}
 	cmd := exec.Command(helmrBinary(t), append(args, "--addr", addr, "--data-dir", dataDir)...)
 	cmd.Env, cmd.ExtraFiles = append(os.Environ(), env...), files
@@ -414,7 +429,7 @@ func TestServerPrintsItsFirstKeyOnce(t *testing.T) {
 	run := func() string {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		cmd := exec.CommandContext(ctx, helmrBinary(t), "server", "--addr", addr, "--data-dir", data)
+		cmd := exec.CommandContext(ctx, helmrBinary(t), serverFlags([]string{"server", "--addr", addr, "--data-dir", data})...)
 		out, _ := cmd.StdoutPipe()
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

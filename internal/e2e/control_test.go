@@ -377,7 +377,7 @@ func TestFailedCleanupRetiresTheProcess(t *testing.T) {
 	// The retired process is gone before anything else runs.
 	var s helmrtype.Session
 	p.must("GET", "/v1/sessions/"+r.Session.ID, nil, &s)
-	for deadline := time.Now().Add(10 * time.Second); pidOfComputer(*s.ComputerID) != 0; {
+	for deadline := time.Now().Add(10 * time.Second); pidOfComputer(p, *s.ComputerID) != 0; {
 		if time.Now().After(deadline) {
 			t.Fatal("the unusable process is still alive")
 		}
@@ -385,7 +385,7 @@ func TestFailedCleanupRetiresTheProcess(t *testing.T) {
 	}
 	p.resumeHold(r.Session.ID, helmrtype.HoldProcessFailed)
 	o = p.wait(r.Session.ID, next.ID)
-	if o.Status != "completed" || pidOfComputer(*s.ComputerID) == 0 {
+	if o.Status != "completed" || pidOfComputer(p, *s.ComputerID) == 0 {
 		t.Fatalf("queued turn after a failed cleanup: %+v (a new process should serve it)", o)
 	}
 	p.waitEvent(r.Session.ID, "session.process_failed")

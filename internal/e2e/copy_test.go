@@ -120,6 +120,7 @@ func imageRoots(t *testing.T, dataDir string) []string {
 // Sessions see the new content. Uploads without the sources, or with a
 // malicious archive, are refused with sources_invalid and change nothing.
 func TestCopyStepsFromTheAgentPackage(t *testing.T) {
+	needSandbox(t) // the Computer sees its image as its root only in the sandbox
 	if testing.Short() {
 		t.Skip("runs helmr server and builds an agent")
 	}
@@ -278,6 +279,7 @@ func TestCopySourcesReachAnotherNode(t *testing.T) {
 // helmr dev packs the Copy sources the way helmr deploy does, and
 // redeploys when one of them changes.
 func TestHelmrDevCopiesSources(t *testing.T) {
+	needSandbox(t) // the Computer sees its image as its root only in the sandbox
 	if testing.Short() {
 		t.Skip("runs helmr dev")
 	}

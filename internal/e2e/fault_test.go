@@ -174,5 +174,5 @@ func findSessionPID(p *plane, sid string) int {
 	if s.ComputerID == nil {
 		return 0
 	}
-	return pidOfComputer(*s.ComputerID)
+	return pidOfComputer(p, *s.ComputerID)
 }

@@ -167,6 +167,7 @@ func TestComputersUnderStoragePressure(t *testing.T) {
 // sees neither, and no host process's command line or environment holds
 // a session credential.
 func TestNothingOfTheServerReachesAComputer(t *testing.T) {
+	needSandbox(t)
 	if testing.Short() {
 		t.Skip("runs helmr server")
 	}
@@ -331,7 +332,7 @@ func TestDiskLimitStopsCommandsAndTurns(t *testing.T) {
 	p.must("POST", "/v1/computers", helmrtype.ComputerCreateRequest{Template: "tight"}, &c)
 	var cmd helmrtype.CommandState
 	p.must("POST", "/v1/computers/"+c.ID+"/commands", helmrtype.CommandRequest{
-		Command: []string{"/bin/bash", "-c", "for i in $(seq 64); do head -c 1048576 /dev/zero > /workspace/f$i; sleep 0.1; done"}}, &cmd)
+		Command: []string{"/bin/bash", "-c", "for i in $(seq 64); do head -c 1048576 /dev/zero > f$i; sleep 0.1; done"}}, &cmd)
 	var w helmrtype.CommandWaitResult
 	p.must("GET", "/v1/commands/"+cmd.ID+"/wait?timeout=30s", nil, &w)
 	var got helmrtype.CommandState
@@ -354,6 +355,7 @@ func TestDiskLimitStopsCommandsAndTurns(t *testing.T) {
 // it cannot write a host file or read the server's environment, and its
 // manifest is still read.
 func TestUploadedProgramPrintsItsManifestInASandbox(t *testing.T) {
+	needSandbox(t)
 	t.Setenv("HELMR_CANARY_SECRET", "server-secret-42")
 	p := startPlane(t, "")
 	m, err := json.Marshal(agentBinary(t).Manifest)

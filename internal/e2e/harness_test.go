@@ -17,8 +17,10 @@ import (
 	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/computer/local"
 	"github.com/helmr-go/helmr/internal/controlplane"
 	"github.com/helmr-go/helmr/internal/deploy"
+	"github.com/helmr-go/helmr/internal/freezer"
 	"github.com/helmr-go/helmr/internal/store/pgstore/pgtest"
 )
 
@@ -58,6 +60,71 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(binDir)
 	}
 	os.Exit(code)
+}
+
+var (
+	hostOnce sync.Once
+	// hostUnsandboxed is why bubblewrap cannot run here ("" when it can);
+	// hostLimitsWhy why resource limits are not enforced ("" when they are).
+	hostUnsandboxed, hostLimitsWhy string
+	// hostFreezer is the kind of freezer control planes get here.
+	hostFreezer string
+)
+
+// probeHost asks the local provider once what this host can do: run
+// bubblewrap sandboxes, enforce resource limits.
+func probeHost() {
+	hostOnce.Do(func() {
+		fz := freezer.New(slog.New(slog.DiscardHandler), "helmr-e2e-probe")
+		hostFreezer = fz.Kind()
+		freezer.Cleanup(fz)
+		dir, err := os.MkdirTemp("", "helmr-e2e-probe-")
+		if err != nil {
+			hostUnsandboxed, hostLimitsWhy = err.Error(), err.Error()
+			return
+		}
+		defer os.RemoveAll(dir)
+		p, err := local.New(local.Options{Dir: dir, Unsafe: true, CgroupName: "helmr-e2e-probe"})
+		if err != nil {
+			hostUnsandboxed, hostLimitsWhy = err.Error(), err.Error()
+			return
+		}
+		defer p.Cleanup()
+		hostUnsandboxed, hostLimitsWhy = p.Unsandboxed(), p.LimitsWhy()
+	})
+}
+
+// unsandboxed reports whether bubblewrap cannot run here: control planes
+// of the tests then run their agents unsandboxed (UnsafeNoSandbox,
+// --unsafe-no-sandbox), as helmr dev does.
+func unsandboxed() bool {
+	probeHost()
+	return hostUnsandboxed != ""
+}
+
+// unlimited reports whether this host cannot enforce resource limits (no
+// writable cgroups): helmr server then runs with --allow-unlimited.
+func unlimited() bool {
+	probeHost()
+	return hostLimitsWhy != ""
+}
+
+// needSandbox skips a test whose point is the sandbox (escape, hardening,
+// isolation) where bubblewrap cannot run, saying why.
+func needSandbox(t *testing.T) {
+	t.Helper()
+	if unsandboxed() {
+		t.Skipf("needs the bubblewrap sandbox, which cannot run here: %s", hostUnsandboxed)
+	}
+}
+
+// needLimits skips a test whose point is enforced resource limits where
+// this host cannot enforce them, saying why.
+func needLimits(t *testing.T) {
+	t.Helper()
+	if unlimited() {
+		t.Skipf("needs enforced resource limits (cgroups), which this host cannot give: %s", hostLimitsWhy)
+	}
 }
 
 // plane is a control plane serving real HTTP on loopback.
@@ -106,6 +173,9 @@ func startPlaneConfig(t *testing.T, addr string, cfg controlplane.Config) *plane
 		cfg.DataDir = t.TempDir()
 	}
 	dataDir := cfg.DataDir
+	if unsandboxed() {
+		cfg.UnsafeNoSandbox = true
+	}
 	if os.Getenv("HELMR_TEST_LOG") != "" {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}

@@ -101,7 +101,7 @@ func TestHelmrDevWithoutBubblewrap(t *testing.T) {
 	addr := freeAddr(t)
 	cmd := exec.Command(helmr, "dev", "--addr", addr, "examples/quickstart")
 	cmd.Dir, cmd.Env = repo, env
-	var errOut syncBuffer
+	var errOut syncBuffer // written by cmd while the test reads it
 	stdout, _ := cmd.StdoutPipe()
 	cmd.Stderr = &errOut
 	if err := cmd.Start(); err != nil {

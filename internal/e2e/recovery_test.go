@@ -97,7 +97,7 @@ func sessionPID(t *testing.T, p *plane, sessionID string) int {
 	if s.ComputerID == nil {
 		t.Fatal("session has no computer")
 	}
-	if pid := pidOfComputer(*s.ComputerID); pid != 0 {
+	if pid := pidOfComputer(p, *s.ComputerID); pid != 0 {
 		return pid
 	}
 	t.Fatalf("no process of computer %s", *s.ComputerID)
@@ -130,7 +130,11 @@ func sameProcess(t *testing.T, p *plane, sessionID string, hostPID, reported int
 
 // pidOfComputer finds the live session process of a Computer (inside its
 // sandbox) by the HELMR_COMPUTER_ID its launcher sets, 0 when there is none.
-func pidOfComputer(computerID string) int {
+// A session process makes itself non-dumpable (sessionproc hides its
+// memory), so only root can read its environment: as another user the
+// process is the one p's store records for the Computer, when it is alive
+// (unsandboxed, that is the session process itself).
+func pidOfComputer(p *plane, computerID string) int {
 	want := "HELMR_COMPUTER_ID=" + computerID
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
@@ -141,6 +145,18 @@ func pidOfComputer(computerID string) int {
 		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
 		if err == nil && slices.Contains(strings.Split(string(env), "\x00"), want) {
 			return pid
+		}
+	}
+	if os.Geteuid() == 0 {
+		return 0
+	}
+	procs, err := p.cp.Engine.Processes(context.Background())
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	for _, pr := range procs {
+		if pr.ComputerID == computerID && pr.PID > 0 && !isZombie(pr.PID) && syscall.Kill(pr.PID, 0) == nil {
+			return pr.PID
 		}
 	}
 	return 0

@@ -179,6 +179,16 @@ func (r *testRegistry) push(repoTag string, img v1.Image) string {
 	return ref.String()
 }
 
+// storeDir is a temporary directory for a Store: images hold read-only
+// directories, which only root could remove as they are, so it is
+// removed as the Store removes them (forceRemoveAll).
+func storeDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	t.Cleanup(func() { forceRemoveAll(dir) })
+	return dir
+}
+
 func (r *testRegistry) store(t *testing.T, dir string, runner Runner) *Store {
 	t.Helper()
 	s, err := NewStore(dir, Options{
@@ -293,7 +303,7 @@ func TestPull(t *testing.T) {
 	reg := newRegistry(t)
 	img, haveBusybox := baseImage(t)
 	ref := reg.push("test/base:v1", img)
-	s := reg.store(t, t.TempDir(), nil)
+	s := reg.store(t, storeDir(t), nil)
 	ctx := context.Background()
 
 	got, err := s.Resolve(ctx, helmrtype.ImageManifest{Name: "base", From: ref}, BuildOptions{})
@@ -368,7 +378,7 @@ func TestCacheHit(t *testing.T) {
 	reg := newRegistry(t)
 	img, _ := baseImage(t)
 	ref := reg.push("test/base:v1", img)
-	dir := t.TempDir()
+	dir := storeDir(t)
 	ctx := context.Background()
 	m := helmrtype.ImageManifest{Name: "base", From: ref}
 
@@ -429,7 +439,7 @@ func TestPullIndex(t *testing.T) {
 	if err := remote.WriteIndex(ref, idx, remote.WithTransport(reg.rt)); err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
+	dir := storeDir(t)
 	ctx := context.Background()
 	got, err := reg.store(t, dir, nil).Resolve(ctx, helmrtype.ImageManifest{Name: "multi", From: ref.String()}, BuildOptions{})
 	if err != nil {
@@ -505,7 +515,7 @@ func TestBuildSteps(t *testing.T) {
 	img, _ := baseImage(t)
 	ref := reg.push("test/base:v1", img)
 	runner := &hostRunner{}
-	s := reg.store(t, t.TempDir(), runner)
+	s := reg.store(t, storeDir(t), runner)
 	ctx := context.Background()
 
 	src := t.TempDir()
@@ -624,7 +634,7 @@ func TestRunStepFailure(t *testing.T) {
 	img, _ := baseImage(t)
 	ref := reg.push("test/base:v1", img)
 	runner := &hostRunner{}
-	s := reg.store(t, t.TempDir(), runner)
+	s := reg.store(t, storeDir(t), runner)
 	ctx := context.Background()
 	src := t.TempDir()
 	if err := os.WriteFile(filepath.Join(src, "f"), []byte("x"), 0o644); err != nil {
@@ -651,7 +661,7 @@ func TestRunStepFailure(t *testing.T) {
 	}
 
 	// Without a Runner, a run step fails clearly.
-	noRunner := reg.store(t, t.TempDir(), nil)
+	noRunner := reg.store(t, storeDir(t), nil)
 	_, err = noRunner.Resolve(ctx, helmrtype.ImageManifest{Name: "x", From: "scratch",
 		Steps: []helmrtype.ImageStep{{Op: "run", Args: []string{"true"}}}}, BuildOptions{})
 	if err == nil || !strings.Contains(err.Error(), "no Runner") {
@@ -660,7 +670,7 @@ func TestRunStepFailure(t *testing.T) {
 }
 
 func TestScratchAndHost(t *testing.T) {
-	s, err := NewStore(t.TempDir(), Options{})
+	s, err := NewStore(storeDir(t), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -712,7 +722,7 @@ func TestScratchAndHost(t *testing.T) {
 }
 
 func TestCopyRefusals(t *testing.T) {
-	s, err := NewStore(t.TempDir(), Options{})
+	s, err := NewStore(storeDir(t), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -870,7 +880,7 @@ func TestConcurrentResolve(t *testing.T) {
 	reg := newRegistry(t)
 	img, _ := baseImage(t)
 	ref := reg.push("test/base:v1", img)
-	dir := t.TempDir()
+	dir := storeDir(t)
 	src := t.TempDir()
 	if err := os.WriteFile(filepath.Join(src, "agent"), []byte("agent"), 0o755); err != nil {
 		t.Fatal(err)
@@ -907,7 +917,7 @@ func TestConcurrentResolve(t *testing.T) {
 
 func TestResolveErrors(t *testing.T) {
 	reg := newRegistry(t)
-	s := reg.store(t, t.TempDir(), nil)
+	s := reg.store(t, storeDir(t), nil)
 	ctx := context.Background()
 	for _, m := range []helmrtype.ImageManifest{
 		{Name: "none"},
@@ -938,7 +948,7 @@ func TestProgress(t *testing.T) {
 	reg := newRegistry(t)
 	img, _ := baseImage(t)
 	ref := reg.push("test/base:v1", img)
-	s := reg.store(t, t.TempDir(), nil)
+	s := reg.store(t, storeDir(t), nil)
 	src := t.TempDir()
 	if err := os.WriteFile(filepath.Join(src, "f"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ package local_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -127,8 +128,10 @@ func waitEnd(t *testing.T, pr computer.Process) (int, error) {
 func TestEscapeDisk(t *testing.T) {
 	dir := t.TempDir()
 	p, err := local.New(local.Options{Dir: dir, CgroupName: "helmr-test"})
-	if err != nil {
-		t.Skipf("no sandbox here: %v", err)
+	if errors.Is(err, local.ErrNoSandbox) {
+		t.Skipf("needs the bubblewrap sandbox: %v", err)
+	} else if err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(p.Cleanup)
 	images := imagesHere()

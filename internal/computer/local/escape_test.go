@@ -5,6 +5,7 @@ package local_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -52,8 +53,10 @@ func escapeProvider(t *testing.T) (*local.Provider, int, string) {
 	}
 	t.Cleanup(func() { syscall.Close(fd) })
 	p, err := local.New(local.Options{Dir: t.TempDir(), CgroupName: "helmr-test"})
-	if err != nil {
-		t.Skipf("no sandbox here: %v", err)
+	if errors.Is(err, local.ErrNoSandbox) {
+		t.Skipf("needs the bubblewrap sandbox: %v", err)
+	} else if err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(p.Cleanup)
 	return p, fd, leak
@@ -445,6 +448,7 @@ const ttyEnv = "HELMR_TEST_TTY"
 // open it (/dev/tty) and type into the user's shell with TIOCSTI.
 func TestEscapeTerminal(t *testing.T) {
 	if os.Getenv(ttyEnv) == "" {
+		needSandbox(t)
 		ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
 		if err != nil {
 			t.Skipf("no pseudo-terminal: %v", err)

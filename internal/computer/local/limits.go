@@ -87,6 +87,13 @@ func newLimiter(name string, log *slog.Logger) *limiter {
 				l.why += err.Error() + "; "
 				continue
 			}
+			// The group may exist already, made by root (an earlier
+			// run): this user must be able to make the Computers'
+			// groups in it.
+			if err := syscall.Access(d, 2|1); err != nil { // W_OK|X_OK
+				l.why += fmt.Sprintf("%s is not writable by this user: %v; ", d, err)
+				continue
+			}
 			*c.dst = d
 		}
 	}

@@ -17,7 +17,22 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// needSandbox skips a test of the bubblewrap sandbox where it cannot run
+// (bwrap missing, user namespaces refused), naming why.
+func needSandbox(t *testing.T) {
+	t.Helper()
+	p, err := local.New(local.Options{Dir: t.TempDir(), Unsafe: true, CgroupName: "helmr-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Cleanup()
+	if why := p.Unsandboxed(); why != "" {
+		t.Skipf("needs the bubblewrap sandbox, which cannot run here: %s", why)
+	}
+}
+
 func TestBubblewrap(t *testing.T) {
+	needSandbox(t)
 	computertest.Run(t, func(t *testing.T) computer.Provider {
 		p, err := local.New(local.Options{Dir: t.TempDir(), CgroupName: "helmr-test"})
 		if err != nil {

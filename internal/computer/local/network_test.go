@@ -46,10 +46,13 @@ exec "$0" "$@"`
 // shuts out what it does not name.
 func TestNetwork(t *testing.T) {
 	if os.Getenv(testNetnsEnv) == "" {
-		for _, tool := range []string{"unshare", "ip", "pasta", "nft"} {
-			if _, err := exec.LookPath(tool); err != nil {
-				t.Skipf("%s is not installed", tool)
+		for _, tool := range []struct{ name, pkg string }{{"unshare", "util-linux"}, {"ip", "iproute2"}, {"pasta", "passt"}, {"nft", "nftables"}} {
+			if _, err := exec.LookPath(tool.name); err != nil {
+				t.Skipf("%s (Debian's %s) is not installed: the network test needs it", tool.name, tool.pkg)
 			}
+		}
+		if os.Geteuid() != 0 {
+			t.Skip("the network test makes a network namespace of its own (unshare --net, veth links): that needs root")
 		}
 		cmd := exec.Command("unshare", "--net", "--", "/bin/sh", "-c", netnsSetup, os.Args[0], "-test.run", "^TestNetwork$", "-test.v")
 		cmd.Env = append(os.Environ(), testNetnsEnv+"=1")

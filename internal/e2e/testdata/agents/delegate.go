@@ -58,7 +58,7 @@ type driveResult struct {
 func drive(ctx context.Context, t *helmr.Turn[driveInput], ac *helmr.AgentContext[struct{}]) (driveResult, error) {
 	var out driveResult
 	for name, body := range t.Input.Write {
-		if err := os.WriteFile(filepath.Join("/workspace", name), []byte(body), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(workspace(), name), []byte(body), 0o644); err != nil {
 			return out, err
 		}
 	}

@@ -10,6 +10,15 @@ import (
 	"github.com/helmr-go/helmr/helmrtype"
 )
 
+// workspace is the Computer's /workspace as this process sees it: its
+// host directory when it runs unsandboxed (HELMR_WORKSPACE says which).
+func workspace() string {
+	if w := os.Getenv("HELMR_WORKSPACE"); w != "" {
+		return w
+	}
+	return "/workspace"
+}
+
 // files reads and writes files in its Computer: "write NAME TEXT" writes
 // /workspace/NAME, "read NAME" returns its content, "probe PATH" returns
 // what reading PATH gave ("error: …" when it failed).
@@ -19,9 +28,9 @@ var files = helmr.Agent(helmr.AgentSpec[text, string, struct{}]{ID: "files", Tem
 		switch op {
 		case "write":
 			name, body, _ := strings.Cut(rest, " ")
-			return "ok", os.WriteFile(filepath.Join("/workspace", name), []byte(body), 0o644)
+			return "ok", os.WriteFile(filepath.Join(workspace(), name), []byte(body), 0o644)
 		case "read":
-			b, err := os.ReadFile(filepath.Join("/workspace", rest))
+			b, err := os.ReadFile(filepath.Join(workspace(), rest))
 			return string(b), err
 		case "probe":
 			b, err := os.ReadFile(rest)

@@ -256,7 +256,7 @@ var tight = helmr.Agent(helmr.AgentSpec[text, any, struct{}]{ID: "tight",
 		t.Output.Write(ctx, "filling")
 		chunk := make([]byte, 1<<20)
 		for i := 0; ctx.Err() == nil && i < 64; i++ {
-			if err := os.WriteFile(fmt.Sprintf("/workspace/fill-%d", i), chunk, 0o600); err != nil {
+			if err := os.WriteFile(fmt.Sprintf("%s/fill-%d", workspace(), i), chunk, 0o600); err != nil {
 				return nil, err
 			}
 			time.Sleep(100 * time.Millisecond)
