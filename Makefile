@@ -15,7 +15,7 @@ npm-deps:
 	bash .ci/npm-deps
 
 test-go:
-	go test -race ./...
+	go test -race -timeout 30m ./...
 
 # The TypeScript SDK's own tests (node --test), when it exists and npm is
 # there; its end-to-end suite runs against a helmr built here (HELMR_BIN).

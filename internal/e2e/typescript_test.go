@@ -97,10 +97,16 @@ func createJSON(t *testing.T, s *server, agent, input string) helmrtype.SessionC
 	return rec
 }
 
+// tsPatience is how long a TypeScript test waits for what a session
+// process does: a Node process under the race-detected suite on 2 cores
+// was once seen to stall about two minutes before its first Turn (cause not
+// found: the test prints helmr dev's output when it fails).
+const tsPatience = 3 * time.Minute
+
 // waitTurn waits for a Turn to settle through the REST API.
 func waitTurn(t *testing.T, s *server, sid, turnID string) helmrtype.TurnOutcome {
 	t.Helper()
-	return waitTurnWithin(t, s, sid, turnID, 90*time.Second)
+	return waitTurnWithin(t, s, sid, turnID, tsPatience)
 }
 
 // waitTurnWithin is waitTurn for up to d.
@@ -229,6 +235,12 @@ func TestTypeScriptQuickstart(t *testing.T) {
 func TestTypeScriptAgents(t *testing.T) {
 	needTypeScriptSDK(t)
 	s := startTSDev(t, t.TempDir(), tsAgentsDir)
+	t.Cleanup(func() {
+		if t.Failed() {
+			out := s.output()
+			t.Logf("helmr dev's output (last 8 KiB):\n%s", out[max(0, len(out)-8192):])
+		}
+	})
 
 	t.Run("deployment", func(t *testing.T) {
 		var page helmrtype.DeploymentPage
@@ -287,7 +299,7 @@ func TestTypeScriptAgents(t *testing.T) {
 	t.Run("onMessage and MessageRejected", func(t *testing.T) {
 		rec := createJSON(t, s, "chat", "hello")
 		sid, tid := rec.Session.ID, rec.Turn.ID
-		waitFor(t, "listening", func() bool { return eventWith(t, s, sid, "turn.output", "listening") })
+		waitForWithin(t, "listening", tsPatience, func() bool { return eventWith(t, s, sid, "turn.output", "listening") })
 		for _, m := range []string{"a", "bad", "stop"} {
 			if err := apiCall(s.url, s.key, "POST", "/v1/sessions/"+sid+"/turns/"+tid+"/messages",
 				helmrtype.MessageRequest{Content: text(m)}, nil); err != nil {
@@ -307,7 +319,7 @@ func TestTypeScriptAgents(t *testing.T) {
 		rec := createJSON(t, s, "asker", "go")
 		sid, tid := rec.Session.ID, rec.Turn.ID
 		var ask helmrtype.AskState
-		waitFor(t, "a question", func() bool {
+		waitForWithin(t, "a question", tsPatience, func() bool {
 			var page helmrtype.AskPage
 			apiCall(s.url, s.key, "GET", "/v1/sessions/"+sid+"/turns/"+tid+"/asks", nil, &page)
 			if len(page.Asks) > 0 {
@@ -335,7 +347,7 @@ func TestTypeScriptAgents(t *testing.T) {
 		rec := createJSON(t, s, "tokened", "go")
 		sid, tid := rec.Session.ID, rec.Turn.ID
 		var where struct{ CallbackURL, PublicAccessToken string }
-		waitFor(t, "the token's callback", func() bool {
+		waitForWithin(t, "the token's callback", tsPatience, func() bool {
 			for _, e := range sessionEvents(t, s, sid) {
 				var d struct {
 					Content helmrtype.Content `json:"content"`
@@ -390,7 +402,7 @@ func TestTypeScriptAgents(t *testing.T) {
 		if err := apiCall(s.url, s.key, "POST", "/v1/sessions/"+rec.Session.ID+"/close", map[string]any{}, nil); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the Session to close", func() bool {
+		waitForWithin(t, "the Session to close", tsPatience, func() bool {
 			var sess helmrtype.Session
 			apiCall(s.url, s.key, "GET", "/v1/sessions/"+rec.Session.ID, nil, &sess)
 			return sess.Status == helmrtype.SessionClosed
@@ -445,7 +457,7 @@ func TestTypeScriptAgents(t *testing.T) {
 	t.Run("interrupt with onCancel", func(t *testing.T) {
 		rec := createJSON(t, s, "interruptible", "wait")
 		sid, tid := rec.Session.ID, rec.Turn.ID
-		waitFor(t, "the turn to wait", func() bool { return eventWith(t, s, sid, "turn.output", "waiting to be interrupted") })
+		waitForWithin(t, "the turn to wait", tsPatience, func() bool { return eventWith(t, s, sid, "turn.output", "waiting to be interrupted") })
 		if err := apiCall(s.url, s.key, "POST", "/v1/sessions/"+sid+"/turns/"+tid+"/interrupt", map[string]any{}, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -477,7 +489,7 @@ func TestTypeScriptTurnSurvivesKill9(t *testing.T) {
 	s := startTSDev(t, data, tsAgentsDir)
 	rec := createJSON(t, s, "sleeper", "4s")
 	sid, tid := rec.Session.ID, rec.Turn.ID
-	waitFor(t, "the suspended timer wait", func() bool { return eventWith(t, s, sid, helmrtype.EventWaitSuspended, "") })
+	waitForWithin(t, "the suspended timer wait", tsPatience, func() bool { return eventWith(t, s, sid, helmrtype.EventWaitSuspended, "") })
 	s.kill()
 	s2 := startTSDev(t, data, tsAgentsDir)
 	o := waitTurn(t, s2, sid, tid)
