@@ -442,6 +442,7 @@ func (p *Provider) Start(ctx context.Context, spec computer.Spec, ps computer.Pr
 			fl.unmount()
 		}()
 	}
+	pr.ended = sb.stopNetwork
 	go pr.wait()
 	return pr, nil
 }
@@ -558,6 +559,7 @@ func (p *Provider) RunStep(ctx context.Context, root string, argv, env []string,
 		return err
 	}
 	err = cmd.Wait()
+	sb.stopNetwork()
 	// Its tree goes with it, so that its cgroup can be removed.
 	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	if err != nil {

@@ -60,9 +60,13 @@ func newNetStack() *netStack {
 
 // attach gives the network namespace of process pid (the sandbox's init)
 // its firewall, then its interface.
-func (n *netStack) attach(ctx context.Context, pid int, allow []helmrtype.NetworkDest) error {
+//
+// It returns the PID of the pasta process that serves the namespace: the
+// caller stops it when the sandbox ends (pasta does not notice a namespace
+// named by /proc/PID/ns going away, and would stay forever).
+func (n *netStack) attach(ctx context.Context, pid int, allow []helmrtype.NetworkDest) (int, error) {
 	if n.why != "" {
-		return fmt.Errorf("local: a Computer with network needs pasta (Debian package passt) and nft (nftables): %s", n.why)
+		return 0, fmt.Errorf("local: a Computer with network needs pasta (Debian package passt) and nft (nftables): %s", n.why)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -71,16 +75,22 @@ func (n *netStack) attach(ctx context.Context, pid int, allow []helmrtype.Networ
 	fw := exec.CommandContext(ctx, n.nsenter, "--net="+ns+"net", "--", n.nft, "-f", "-")
 	fw.Env, fw.Stdin = []string{}, strings.NewReader(rules)
 	if out, err := fw.CombinedOutput(); err != nil {
-		return fmt.Errorf("local: network firewall: %v: %s", err, tail(out, 1024))
+		return 0, fmt.Errorf("local: network firewall: %v: %s", err, tail(out, 1024))
 	}
 	// bubblewrap gives the namespace its loopback (adds 127.0.0.1, then
 	// brings lo up) while this runs; pasta brings lo up too, and lo coming
 	// up adds 127.0.0.1 by itself, which makes bubblewrap's add fail and
 	// the sandbox end ("loopback: Failed RTM_NEWADDR"). pasta waits.
 	if err := waitLoopback(ctx, pid); err != nil {
-		return err
+		return 0, err
 	}
-	args := []string{"--config-net", "--quiet", "--no-map-gw",
+	pidFile, err := os.CreateTemp("", "helmr-pasta-*.pid")
+	if err != nil {
+		return 0, err
+	}
+	pidFile.Close()
+	defer os.Remove(pidFile.Name())
+	args := []string{"--config-net", "--quiet", "--no-map-gw", "--pid", pidFile.Name(),
 		"--tcp-ports", "none", "--udp-ports", "none", "--tcp-ns", "none", "--udp-ns", "none",
 		"--netns", ns + "net", "--userns", ns + "user"}
 	if os.Geteuid() == 0 {
@@ -95,9 +105,14 @@ func (n *netStack) attach(ctx context.Context, pid int, allow []helmrtype.Networ
 	// pasta returns once the interface is up and then serves in the
 	// background until the namespace is gone.
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("local: network (pasta): %v: %s", err, tail(out.Bytes(), 1024))
+		return 0, fmt.Errorf("local: network (pasta): %v: %s", err, tail(out.Bytes(), 1024))
 	}
-	return nil
+	b, err := os.ReadFile(pidFile.Name())
+	pastaPID, perr := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || perr != nil || pastaPID <= 0 {
+		return 0, fmt.Errorf("local: network (pasta) wrote no PID: %v %v", err, perr)
+	}
+	return pastaPID, nil
 }
 
 // waitLoopback waits until the network namespace of process pid has its

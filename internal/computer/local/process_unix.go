@@ -18,10 +18,16 @@ type process struct {
 	// unmount lets the host mount of the Computer's image go; nil
 	// without one.
 	unmount func()
+	// ended stops what served the process and outlives it (its
+	// network's pasta); nil without anything.
+	ended func()
 }
 
 func (pr *process) wait() {
 	err := pr.cmd.Wait()
+	if pr.ended != nil {
+		pr.ended()
+	}
 	if pr.unmount != nil {
 		pr.unmount()
 	}

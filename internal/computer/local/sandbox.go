@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
@@ -41,6 +42,9 @@ type sandbox struct {
 	network bool
 	// child is the sandbox's init process once known (initPID).
 	child int
+	// pasta is the PID of the pasta process serving its network, 0
+	// without one.
+	pasta int
 	// closeAfterStart are the ends the child keeps and this process
 	// closes once it started.
 	closeAfterStart []*os.File
@@ -126,7 +130,16 @@ func (sb *sandbox) started(ctx context.Context, n *netStack, allow []helmrtype.N
 	if err != nil {
 		return err
 	}
-	return n.attach(ctx, pid, allow)
+	sb.pasta, err = n.attach(ctx, pid, allow)
+	return err
+}
+
+// stopNetwork stops the pasta process of a sandbox that has ended.
+func (sb *sandbox) stopNetwork() {
+	if sb != nil && sb.pasta > 0 {
+		syscall.Kill(sb.pasta, syscall.SIGKILL)
+		sb.pasta = 0
+	}
 }
 
 // initPID returns the host PID of the sandbox's init process, which
@@ -176,6 +189,7 @@ func (sb *sandbox) abandon() {
 		}
 	}
 	sb.closeAfterStart, sb.block, sb.info, sb.argsW = nil, nil, nil, nil
+	sb.stopNetwork()
 }
 
 // closeInherited marks every descriptor above 2 of this process
