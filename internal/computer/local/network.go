@@ -103,7 +103,7 @@ func (n *netStack) attach(ctx context.Context, pid int, allow []helmrtype.Networ
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	// pasta returns once the interface is up and then serves in the
-	// background until the namespace is gone.
+	// background, until the sandbox's end kills it (sandbox.stopNetwork).
 	if err := cmd.Run(); err != nil {
 		return 0, fmt.Errorf("local: network (pasta): %v: %s", err, tail(out.Bytes(), 1024))
 	}
