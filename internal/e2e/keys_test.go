@@ -58,13 +58,29 @@ func TestResponderAnswersFromTheInbox(t *testing.T) {
 		t.Fatalf("a viewer answers: %v; want forbidden", err)
 	}
 
-	cmd := exec.Command(helmrBinary(t), "ask", "answer", a.ID, "--option", "yes", "--api-url", p.url, "--api-key", resp.Secret)
-	cmd.Env = []string{"HOME=" + t.TempDir(), "XDG_CONFIG_HOME=" + t.TempDir()}
-	out, err := cmd.CombinedOutput()
+	helmr := func(key string, args ...string) (string, error) {
+		cmd := exec.Command(helmrBinary(t), append(args, "--api-url", p.url, "--api-key", key)...)
+		cmd.Env = []string{"HOME=" + t.TempDir(), "XDG_CONFIG_HOME=" + t.TempDir()}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := helmr(resp.Secret, "ask", "list"); err != nil || !strings.Contains(out, a.ID) || !strings.Contains(out, "yes,no") {
+		t.Fatalf("helmr ask list: %v\n%s", err, out)
+	}
+	if out, err := helmr(resp.Secret, "ask", "list", "--all", "--status", "pending"); err == nil || !strings.Contains(out, "only one of --status and --all") {
+		t.Fatalf("helmr ask list --all --status: %v\n%s", err, out)
+	}
+	if out, err := helmr(p.key, "key", "list", "--limit", "1"); err != nil || !strings.Contains(out, "More keys: --cursor ") {
+		t.Fatalf("helmr key list --limit 1: %v\n%s", err, out)
+	}
+	if out, err := helmr(p.key, "key", "list", "--json"); err != nil || !strings.Contains(out, `"name": "on-call"`) || strings.Contains(out, resp.Secret) {
+		t.Fatalf("helmr key list --json: %v\n%s", err, out)
+	}
+	out, err := helmr(resp.Secret, "ask", "answer", a.ID, "--option", "yes")
 	if err != nil {
 		t.Fatalf("helmr ask answer: %v\n%s", err, out)
 	}
-	if !strings.Contains(string(out), "Response ID: ") || !strings.Contains(string(out), "api_key "+resp.ID) {
+	if !strings.Contains(out, "Response ID: ") || !strings.Contains(out, "api_key "+resp.ID) {
 		t.Errorf("helmr ask answer printed:\n%s", out)
 	}
 	res := result(t, p.wait(r.Session.ID, r.Turn.ID))
@@ -79,6 +95,9 @@ func TestResponderAnswersFromTheInbox(t *testing.T) {
 	p.must("GET", "/v1/asks?status=pending", nil, &page)
 	if len(page.Asks) != 0 {
 		t.Fatalf("pending after the answer: %+v", page.Asks)
+	}
+	if out, err := helmr(resp.Secret, "ask", "list", "--all"); err != nil || !strings.Contains(out, a.ID) || !strings.Contains(out, "responded") {
+		t.Fatalf("helmr ask list --all: %v\n%s", err, out)
 	}
 	// The timeline records the key too.
 	found := false

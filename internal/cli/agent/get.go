@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"io"
 
 	"github.com/spf13/cobra"
@@ -18,18 +19,9 @@ func newGet(g *clienv.Globals) *cobra.Command {
 		Short: "Show one Agent: its template, input contract and policies",
 		Args:  clienv.Args("AGENT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.Client()
-			if err != nil {
-				return err
-			}
-			a, err := c.Agents.Get(cmd.Context(), args[0], opts)
-			if err != nil {
-				return err
-			}
-			if g.JSON {
-				return g.PrintJSON(a)
-			}
-			return writeAgent(g.Streams.Out, a)
+			return clienv.Show(g, cmd, func(ctx context.Context, c *helmrclient.Client) (*helmrtype.AgentInfo, error) {
+				return c.Agents.Get(ctx, args[0], opts)
+			}, writeAgent)
 		},
 	}
 	cmd.Flags().StringVar(&opts.DeploymentID, "deployment", "", "Deployment ID (default: the current Deployment)")

@@ -3,6 +3,7 @@
 package ask
 
 import (
+	"context"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -27,50 +28,31 @@ func New(g *clienv.Globals) *cobra.Command {
 
 func newList(g *clienv.Globals) *cobra.Command {
 	var opts helmrclient.InboxOptions
-	var all bool
+	var status func() error
 	cmd := &cobra.Command{
 		Use:   "list [--status pending|responded|cancelled | --all]",
 		Short: "List questions across Sessions, newest first (default: the pending ones)",
 		Args:  clienv.Args(),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := clienv.Limit(opts.Limit, 100); err != nil {
+			if err := status(); err != nil {
 				return err
 			}
-			if all {
-				if cmd.Flags().Changed("status") {
-					return clienv.Usagef("give only one of --status and --all")
-				}
-				opts.Status = ""
-			}
-			c, err := g.Client()
-			if err != nil {
-				return err
-			}
-			page, err := c.Inbox.List(cmd.Context(), opts)
-			if err != nil {
-				return err
-			}
-			if g.JSON {
-				return g.PrintJSON(page)
-			}
-			t := clienv.NewTable(g.Streams.Out, "ASK", "SESSION", "TURN", "STATUS", "ANSWER", "OPTIONS", "CREATED", "PROMPT")
-			for _, a := range page.Asks {
-				ids := make([]string, 0, len(a.Question.Answer.Options))
-				for _, o := range a.Question.Answer.Options {
-					ids = append(ids, o.ID)
-				}
-				t.Row(a.ID, a.SessionID, a.TurnID, a.Status, a.Question.Answer.Type, strings.Join(ids, ","), clienv.Time(a.CreatedAt),
-					turn.OneLine(a.Question.Prompt.PlainText(), 60))
-			}
-			if err := t.Flush(); err != nil {
-				return err
-			}
-			clienv.More(g.Streams.Err, "questions", page.NextCursor)
-			return nil
+			return clienv.ShowPage(g, cmd, opts.Limit, func(ctx context.Context, c *helmrclient.Client) (*helmrtype.AskPage, error) {
+				return c.Inbox.List(ctx, opts)
+			}, clienv.List[*helmrtype.AskPage]{
+				Header: []string{"ASK", "SESSION", "TURN", "STATUS", "ANSWER", "OPTIONS", "CREATED", "PROMPT"},
+				Rows: func(t *clienv.Table, page *helmrtype.AskPage) string {
+					for _, a := range page.Asks {
+						t.Row(a.ID, a.SessionID, a.TurnID, a.Status, a.Question.Answer.Type, optionIDs(&a), clienv.Time(a.CreatedAt),
+							turn.OneLine(a.Question.Prompt.PlainText(), 60))
+					}
+					return page.NextCursor
+				},
+				What: "questions",
+			})
 		},
 	}
-	cmd.Flags().StringVar(&opts.Status, "status", helmrtype.AskPending, "pending, responded or cancelled")
-	cmd.Flags().BoolVar(&all, "all", false, "list questions of every status")
+	status = clienv.StatusFlags(cmd, &opts.Status, helmrtype.AskPending, "pending, responded or cancelled", "questions")
 	clienv.PageFlags(cmd.Flags(), &opts.Limit, &opts.Cursor, 0)
 	return cmd
 }
@@ -144,5 +126,5 @@ func optionIDs(a *helmrtype.AskState) string {
 	for _, o := range a.Question.Answer.Options {
 		ids = append(ids, o.ID)
 	}
-	return strings.Join(ids, ", ")
+	return strings.Join(ids, ",")
 }

@@ -4,7 +4,6 @@ package computer
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -95,32 +94,21 @@ func newList(g *clienv.Globals) *cobra.Command {
 		Short: "List Computers, oldest first",
 		Args:  clienv.Args(),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.Client()
-			if err != nil {
-				return err
-			}
-			page, err := c.Computers.List(cmd.Context(), o)
-			if err != nil {
-				return err
-			}
-			if g.JSON {
-				return g.PrintJSON(page)
-			}
-			t := clienv.NewTable(g.Streams.Out, "COMPUTER", "TEMPLATE", "KEY", "STATUS", "RESIDENCY", "CREATED")
-			for _, comp := range page.Computers {
-				t.Row(comp.ID, comp.Template, dash(comp.Key), comp.Status, comp.Residency, clienv.Time(comp.CreatedAt))
-			}
-			if err := t.Flush(); err != nil {
-				return err
-			}
-			if page.NextCursor != "" {
-				fmt.Fprintf(g.Streams.Err, "more: --cursor %s\n", page.NextCursor)
-			}
-			return nil
+			return clienv.ShowPage(g, cmd, o.Limit, func(ctx context.Context, c *helmrclient.Client) (*helmrtype.ComputerPage, error) {
+				return c.Computers.List(ctx, o)
+			}, clienv.List[*helmrtype.ComputerPage]{
+				Header: []string{"COMPUTER", "TEMPLATE", "KEY", "STATUS", "RESIDENCY", "CREATED"},
+				Rows: func(t *clienv.Table, page *helmrtype.ComputerPage) string {
+					for _, comp := range page.Computers {
+						t.Row(comp.ID, comp.Template, comp.Key, comp.Status, comp.Residency, clienv.Time(comp.CreatedAt))
+					}
+					return page.NextCursor
+				},
+				What: "Computers",
+			})
 		},
 	}
-	cmd.Flags().StringVar(&o.Cursor, "cursor", "", "continue a listing")
-	cmd.Flags().IntVar(&o.Limit, "limit", 0, "at most this many (1–100)")
+	clienv.PageFlags(cmd.Flags(), &o.Limit, &o.Cursor, 0)
 	return cmd
 }
 

@@ -4,6 +4,7 @@
 package deployment
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -32,33 +33,22 @@ func newList(g *clienv.Globals) *cobra.Command {
 		Short: "List the Deployments, newest first; * marks the current one",
 		Args:  clienv.Args(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := clienv.Limit(opts.Limit, 100); err != nil {
-				return err
-			}
-			c, err := g.Client()
-			if err != nil {
-				return err
-			}
-			page, err := c.Deployments.List(cmd.Context(), opts)
-			if err != nil {
-				return err
-			}
-			if g.JSON {
-				return g.PrintJSON(page)
-			}
-			t := clienv.NewTable(g.Streams.Out, "ID", "CURRENT", "DIGEST", "CREATED", "AGENTS")
-			for _, d := range page.Deployments {
-				cur := ""
-				if d.Current {
-					cur = "*"
-				}
-				t.Row(d.ID, cur, shortDigest(d.Digest), clienv.Time(d.CreatedAt), strings.Join(d.Agents, ","))
-			}
-			if err := t.Flush(); err != nil {
-				return err
-			}
-			clienv.More(g.Streams.Err, "Deployments", page.NextCursor)
-			return nil
+			return clienv.ShowPage(g, cmd, opts.Limit, func(ctx context.Context, c *helmrclient.Client) (*helmrtype.DeploymentPage, error) {
+				return c.Deployments.List(ctx, opts)
+			}, clienv.List[*helmrtype.DeploymentPage]{
+				Header: []string{"ID", "CURRENT", "DIGEST", "CREATED", "AGENTS"},
+				Rows: func(t *clienv.Table, page *helmrtype.DeploymentPage) string {
+					for _, d := range page.Deployments {
+						cur := ""
+						if d.Current {
+							cur = "*"
+						}
+						t.Row(d.ID, cur, shortDigest(d.Digest), clienv.Time(d.CreatedAt), strings.Join(d.Agents, ","))
+					}
+					return page.NextCursor
+				},
+				What: "Deployments",
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -72,15 +62,9 @@ func newGet(g *clienv.Globals) *cobra.Command {
 		Short: "Show one Deployment (ID \"current\" names the current one)",
 		Args:  clienv.Args("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.Client()
-			if err != nil {
-				return err
-			}
-			d, err := c.Deployments.Get(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			return write(g, d)
+			return clienv.Show(g, cmd, func(ctx context.Context, c *helmrclient.Client) (*helmrtype.Deployment, error) {
+				return c.Deployments.Get(ctx, args[0])
+			}, writeText)
 		},
 	}
 }
@@ -118,13 +102,6 @@ func shortDigest(d string) string {
 		return d[:19]
 	}
 	return d
-}
-
-func write(g *clienv.Globals, d *helmrtype.Deployment) error {
-	if g.JSON {
-		return g.PrintJSON(d)
-	}
-	return writeText(g.Streams.Out, d)
 }
 
 func writeText(w io.Writer, d *helmrtype.Deployment) error {

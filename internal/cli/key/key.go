@@ -3,6 +3,7 @@
 package key
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -70,29 +71,18 @@ func newList(g *clienv.Globals) *cobra.Command {
 		Short: "List the API keys, oldest first, revoked ones included (never their secrets)",
 		Args:  clienv.Args(),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := clienv.Limit(opts.Limit, 100); err != nil {
-				return err
-			}
-			c, err := g.Client()
-			if err != nil {
-				return err
-			}
-			page, err := c.Keys.List(cmd.Context(), opts)
-			if err != nil {
-				return err
-			}
-			if g.JSON {
-				return g.PrintJSON(page)
-			}
-			t := clienv.NewTable(g.Streams.Out, "KEY", "NAME", "ROLE", "PREFIX", "CREATED", "REVOKED")
-			for _, k := range page.Keys {
-				t.Row(k.ID, k.Name, string(k.Role), k.Prefix, clienv.Time(k.CreatedAt), clienv.TimePtr(k.RevokedAt))
-			}
-			if err := t.Flush(); err != nil {
-				return err
-			}
-			clienv.More(g.Streams.Err, "keys", page.NextCursor)
-			return nil
+			return clienv.ShowPage(g, cmd, opts.Limit, func(ctx context.Context, c *helmrclient.Client) (*helmrtype.APIKeyPage, error) {
+				return c.Keys.List(ctx, opts)
+			}, clienv.List[*helmrtype.APIKeyPage]{
+				Header: []string{"KEY", "NAME", "ROLE", "PREFIX", "CREATED", "REVOKED"},
+				Rows: func(t *clienv.Table, page *helmrtype.APIKeyPage) string {
+					for _, k := range page.Keys {
+						t.Row(k.ID, k.Name, string(k.Role), k.Prefix, clienv.Time(k.CreatedAt), clienv.TimePtr(k.RevokedAt))
+					}
+					return page.NextCursor
+				},
+				What: "keys",
+			})
 		},
 	}
 	clienv.PageFlags(cmd.Flags(), &opts.Limit, &opts.Cursor, 0)

@@ -3,9 +3,9 @@
 package schedule
 
 import (
+	"context"
 	"io"
 	"strconv"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -31,29 +31,18 @@ func newList(g *clienv.Globals) *cobra.Command {
 		Short: "List the Schedules: trigger, Agent, pattern, time zone, last and next fire",
 		Args:  clienv.Args(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := clienv.Limit(opts.Limit, 100); err != nil {
-				return err
-			}
-			c, err := g.Client()
-			if err != nil {
-				return err
-			}
-			page, err := c.Schedules.List(cmd.Context(), opts)
-			if err != nil {
-				return err
-			}
-			if g.JSON {
-				return g.PrintJSON(page)
-			}
-			t := clienv.NewTable(g.Streams.Out, "ID", "AGENT", "TRIGGER", "PATTERN", "TIMEZONE", "LAST FIRE", "NEXT FIRE", "MISSED")
-			for _, s := range page.Schedules {
-				t.Row(s.ID, s.Agent, s.Name, s.Pattern, s.Timezone, when(s.LastFireAt), s.NextFireAt.Format(time.RFC3339), strconv.FormatInt(s.MissedCount, 10))
-			}
-			if err := t.Flush(); err != nil {
-				return err
-			}
-			clienv.More(g.Streams.Err, "Schedules", page.NextCursor)
-			return nil
+			return clienv.ShowPage(g, cmd, opts.Limit, func(ctx context.Context, c *helmrclient.Client) (*helmrtype.SchedulePage, error) {
+				return c.Schedules.List(ctx, opts)
+			}, clienv.List[*helmrtype.SchedulePage]{
+				Header: []string{"ID", "AGENT", "TRIGGER", "PATTERN", "TIMEZONE", "LAST FIRE", "NEXT FIRE", "MISSED"},
+				Rows: func(t *clienv.Table, page *helmrtype.SchedulePage) string {
+					for _, s := range page.Schedules {
+						t.Row(s.ID, s.Agent, s.Name, s.Pattern, s.Timezone, clienv.TimePtr(s.LastFireAt), clienv.Time(s.NextFireAt), strconv.FormatInt(s.MissedCount, 10))
+					}
+					return page.NextCursor
+				},
+				What: "Schedules",
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -67,28 +56,11 @@ func newGet(g *clienv.Globals) *cobra.Command {
 		Short: "Show one Schedule: its trigger, Agent and Deployment, and how its firing stands",
 		Args:  clienv.Args("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.Client()
-			if err != nil {
-				return err
-			}
-			s, err := c.Schedules.Get(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			if g.JSON {
-				return g.PrintJSON(s)
-			}
-			return writeSchedule(g.Streams.Out, s)
+			return clienv.Show(g, cmd, func(ctx context.Context, c *helmrclient.Client) (*helmrtype.Schedule, error) {
+				return c.Schedules.Get(ctx, args[0])
+			}, writeSchedule)
 		},
 	}
-}
-
-// when formats an optional time.
-func when(t *time.Time) string {
-	if t == nil {
-		return "-"
-	}
-	return t.Format(time.RFC3339)
 }
 
 func writeSchedule(w io.Writer, s *helmrtype.Schedule) error {
@@ -101,9 +73,9 @@ func writeSchedule(w io.Writer, s *helmrtype.Schedule) error {
 		clienv.Field{Name: "Time zone", Value: s.Timezone},
 		clienv.Field{Name: "Overlap", Value: s.Overlap},
 		clienv.Field{Name: "Input", Value: clienv.CompactJSON(s.Input)},
-		clienv.Field{Name: "Last fire", Value: when(s.LastFireAt)},
+		clienv.Field{Name: "Last fire", Value: clienv.TimePtr(s.LastFireAt)},
 		clienv.Field{Name: "Last Session", Value: s.LastSessionID},
-		clienv.Field{Name: "Next fire", Value: s.NextFireAt.Format(time.RFC3339)},
+		clienv.Field{Name: "Next fire", Value: clienv.Time(s.NextFireAt)},
 		clienv.Field{Name: "Missed", Value: strconv.FormatInt(s.MissedCount, 10)},
 	)
 }

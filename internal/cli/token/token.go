@@ -3,6 +3,7 @@
 package token
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -28,50 +29,35 @@ func New(g *clienv.Globals) *cobra.Command {
 
 func newList(g *clienv.Globals) *cobra.Command {
 	var opts helmrclient.TokenListOptions
-	var all bool
+	var status func() error
 	cmd := &cobra.Command{
 		Use:   "list [--status pending|completed|cancelled|expired | --all]",
 		Short: "List Tokens across Sessions, newest first (default: the pending ones)",
 		Args:  clienv.Args(),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := clienv.Limit(opts.Limit, 100); err != nil {
+			if err := status(); err != nil {
 				return err
 			}
-			if all {
-				if cmd.Flags().Changed("status") {
-					return clienv.Usagef("give only one of --status and --all")
-				}
-				opts.Status = ""
-			}
-			c, err := g.Client()
-			if err != nil {
-				return err
-			}
-			page, err := c.Tokens.List(cmd.Context(), opts)
-			if err != nil {
-				return err
-			}
-			if g.JSON {
-				return g.PrintJSON(page)
-			}
-			t := clienv.NewTable(g.Streams.Out, "TOKEN", "SESSION", "TURN", "STATUS", "CREATED", "EXPIRES", "TAGS", "SCHEMA")
-			for _, tk := range page.Tokens {
-				schema := "-"
-				if len(tk.Schema) > 0 {
-					schema = "yes"
-				}
-				t.Row(tk.ID, tk.SessionID, tk.TurnID, tk.Status, clienv.Time(tk.CreatedAt), clienv.TimePtr(tk.ExpiresAt),
-					strings.Join(tk.Tags, ","), schema)
-			}
-			if err := t.Flush(); err != nil {
-				return err
-			}
-			clienv.More(g.Streams.Err, "tokens", page.NextCursor)
-			return nil
+			return clienv.ShowPage(g, cmd, opts.Limit, func(ctx context.Context, c *helmrclient.Client) (*helmrtype.TokenPage, error) {
+				return c.Tokens.List(ctx, opts)
+			}, clienv.List[*helmrtype.TokenPage]{
+				Header: []string{"TOKEN", "SESSION", "TURN", "STATUS", "CREATED", "EXPIRES", "TAGS", "SCHEMA"},
+				Rows: func(t *clienv.Table, page *helmrtype.TokenPage) string {
+					for _, tk := range page.Tokens {
+						schema := "-"
+						if len(tk.Schema) > 0 {
+							schema = "yes"
+						}
+						t.Row(tk.ID, tk.SessionID, tk.TurnID, tk.Status, clienv.Time(tk.CreatedAt), clienv.TimePtr(tk.ExpiresAt),
+							strings.Join(tk.Tags, ","), schema)
+					}
+					return page.NextCursor
+				},
+				What: "tokens",
+			})
 		},
 	}
-	cmd.Flags().StringVar(&opts.Status, "status", helmrtype.TokenPending, "pending, completed, cancelled or expired")
-	cmd.Flags().BoolVar(&all, "all", false, "list Tokens of every status")
+	status = clienv.StatusFlags(cmd, &opts.Status, helmrtype.TokenPending, "pending, completed, cancelled or expired", "Tokens")
 	clienv.PageFlags(cmd.Flags(), &opts.Limit, &opts.Cursor, 0)
 	return cmd
 }
@@ -82,15 +68,9 @@ func newGet(g *clienv.Globals) *cobra.Command {
 		Short: "Show a Token",
 		Args:  clienv.Args("TOKEN"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.Client()
-			if err != nil {
-				return err
-			}
-			t, err := c.Tokens.Get(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			return write(g, t)
+			return clienv.Show(g, cmd, func(ctx context.Context, c *helmrclient.Client) (*helmrtype.TokenState, error) {
+				return c.Tokens.Get(ctx, args[0])
+			}, writeToken)
 		},
 	}
 }
@@ -136,24 +116,11 @@ func newCancel(g *clienv.Globals) *cobra.Command {
 		Short: "Cancel a pending Token; its waiters see token_cancelled",
 		Args:  clienv.Args("TOKEN"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.Client()
-			if err != nil {
-				return err
-			}
-			t, err := c.Tokens.Cancel(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			return write(g, t)
+			return clienv.Show(g, cmd, func(ctx context.Context, c *helmrclient.Client) (*helmrtype.TokenState, error) {
+				return c.Tokens.Cancel(ctx, args[0])
+			}, writeToken)
 		},
 	}
-}
-
-func write(g *clienv.Globals, t *helmrtype.TokenState) error {
-	if g.JSON {
-		return g.PrintJSON(t)
-	}
-	return writeToken(g.Streams.Out, t)
 }
 
 func writeToken(w io.Writer, t *helmrtype.TokenState) error {
