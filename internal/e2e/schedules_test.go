@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -240,8 +241,15 @@ func TestCronMissedOccurrenceAdmittedOnce(t *testing.T) {
 	}
 }
 
+// firedField and firedSession read a "a schedule fired" log line.
+var (
+	firedField   = regexp.MustCompile(`(?:^|\s)occurrence=(\S+)`)
+	firedSession = regexp.MustCompile(`(?:^|\s)session=(\S+)`)
+)
+
 // TestCronTwoNodesAdmitEachFireOnce: two nodes on one PostgreSQL database
-// both fire every occurrence; each admits one Session.
+// both arm every Schedule; each occurrence admits one Session, whichever
+// node fires it, and when the node that fired stops the other goes on.
 func TestCronTwoNodesAdmitEachFireOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts two control planes")
@@ -264,22 +272,55 @@ func TestCronTwoNodesAdmitEachFireOnce(t *testing.T) {
 			return c.callOn(i, "GET", "/v1/schedules", nil, &page) == nil && len(page.Schedules) == 2
 		})
 	}
-	waitFor(t, "four fires", func() bool { return len(tickerSessions(t, c.srv[1].url, c.key)) >= 4 })
-	time.Sleep(time.Second)
+	// Each node logs the fires it admitted (or replayed: both read an
+	// occurrence as due at once and the second's admission is the first's
+	// replay, so it names the same Session).
+	fired := func(i int) map[string]string {
+		m := map[string]string{}
+		for _, line := range strings.Split(c.srv[i].output(), "\n") {
+			if !strings.Contains(line, "a schedule fired") || !strings.Contains(line, "trigger=often") {
+				continue
+			}
+			o, s := firedField.FindStringSubmatch(line), firedSession.FindStringSubmatch(line)
+			if o != nil && s != nil {
+				m[o[1]] = s[1]
+			}
+		}
+		return m
+	}
+	waitFor(t, "four fires", func() bool { return len(fired(0))+len(fired(1)) >= 4 })
+	// The node that fired stops; the other fires the next occurrences.
+	firer := 0
+	if len(fired(1)) > len(fired(0)) {
+		firer = 1
+	}
+	other := 1 - firer
+	c.srv[firer].kill()
+	before := len(fired(other))
+	waitFor(t, "the other node firing after the first stopped", func() bool { return len(fired(other)) >= before+2 })
+	c.srv[other].kill()
+	// Nothing runs now: the store and the logs are final.
+	logged := map[string]string{}
+	for i := range c.srv {
+		for o, s := range fired(i) {
+			if prev, ok := logged[o]; ok && prev != s {
+				t.Fatalf("occurrence %s admitted Session %s on one node and %s on the other", o, prev, s)
+			}
+			logged[o] = s
+		}
+	}
 	conn, err := pgx.Connect(t.Context(), db)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
 	var occurrences, sessions int
-	if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM idempotency WHERE scope = 'schedules.fire'`).Scan(&occurrences); err != nil {
+	if err := conn.QueryRow(t.Context(), `SELECT (SELECT count(*) FROM idempotency WHERE scope = 'schedules.fire'),
+		(SELECT count(*) FROM sessions WHERE agent = 'ticker')`).Scan(&occurrences, &sessions); err != nil {
 		t.Fatal(err)
 	}
-	if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM sessions WHERE agent = 'ticker'`).Scan(&sessions); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%d occurrences fired, %d sessions", occurrences, sessions)
-	if sessions != occurrences || sessions < 4 {
-		t.Fatalf("%d sessions for %d occurrences", sessions, occurrences)
+	t.Logf("%d occurrences fired, %d sessions, %d logged", occurrences, sessions, len(logged))
+	if sessions != occurrences || sessions != len(logged) || sessions < 4 {
+		t.Fatalf("%d sessions for %d occurrences (%d logged)", sessions, occurrences, len(logged))
 	}
 }

@@ -49,8 +49,9 @@ type Listener interface {
 }
 
 // Notice is a change committed by another node: an event appended to a
-// Session's timeline (Kind is the event's kind) or a change of a Command
-// or its output (Kind is NoticeCommand).
+// Session's timeline (Kind is the event's kind), a change of a Command or
+// its output (Kind is NoticeCommand), or a change of neither that Kind
+// names alone (such as the Schedules').
 type Notice struct {
 	Node      string
 	Kind      string
@@ -200,9 +201,9 @@ type Tx interface {
 	// Leases returns the unexpired leases: node ID by Session ID.
 	Leases(ctx context.Context) (map[string]string, error)
 	// Announce tells the other nodes, when the transaction commits, about
-	// a change that appends no event: of a Session, or of a Command when
-	// n names one; Kind names it. A store that serves one node does
-	// nothing.
+	// a change that appends no event: of a Session, of a Command when n
+	// names one, or of neither when n names only its Kind. A store that
+	// serves one node does nothing.
 	Announce(ctx context.Context, n Notice) error
 	// UnleasedWork returns up to limit Sessions, in random order, that have
 	// no unexpired lease and a running Turn, or queued Turns and no hold of

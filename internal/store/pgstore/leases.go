@@ -122,11 +122,16 @@ func (t *tx) GetBinary(ctx context.Context, digest string) ([]byte, error) {
 	return b, err
 }
 
-// Announce sends a notice in the form of an event's, or of a Command's
-// when it names one (see ParseNotice).
+// Announce sends a notice in the form of an event's, of a Command's when it
+// names one, or of the node's kind alone when it names neither (see
+// ParseNotice).
 func (t *tx) Announce(ctx context.Context, n store.Notice) error {
 	if err := t.write(); err != nil {
 		return err
+	}
+	if n.CommandID == "" && n.SessionID == "" {
+		_, err := t.q.Exec(ctx, `SELECT pg_notify('`+channel+`', 'n|' || coalesce(current_setting('helmr.node', true), '') || '|' || $1)`, n.Kind)
+		return mapErr(err)
 	}
 	if n.CommandID != "" {
 		_, err := t.q.Exec(ctx, `SELECT pg_notify('`+channel+`', 'c|' || coalesce(current_setting('helmr.node', true), '') || '|' || $1 || '|' || $2)`,

@@ -58,8 +58,10 @@ func (s *Store) listenOnce(ctx context.Context, fn func(store.Notice), resync fu
 }
 
 // ParseNotice reads a payload of the "helmr" channel: "e|NODE|SESSION|KIND|TURN"
-// for an event, "c|NODE|COMMAND" for a Command's change, and
-// "c|NODE|COMMAND|KIND" for another notice about a Command (Announce).
+// for an event, "c|NODE|COMMAND" for a Command's change,
+// "c|NODE|COMMAND|KIND" for another notice about a Command, and
+// "n|NODE|KIND" for a notice about neither, such as a change of the
+// Schedules (Announce).
 func ParseNotice(payload string) (store.Notice, bool) {
 	f := strings.Split(payload, "|")
 	switch {
@@ -69,6 +71,8 @@ func ParseNotice(payload string) (store.Notice, bool) {
 		return store.Notice{Node: f[1], Kind: store.NoticeCommand, CommandID: f[2]}, true
 	case len(f) == 4 && f[0] == "c" && f[2] != "" && f[3] != "":
 		return store.Notice{Node: f[1], Kind: f[3], CommandID: f[2]}, true
+	case len(f) == 3 && f[0] == "n" && f[2] != "":
+		return store.Notice{Node: f[1], Kind: f[2]}, true
 	}
 	return store.Notice{}, false
 }

@@ -66,10 +66,16 @@ func TestListen(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	if err := b.Update(t.Context(), func(tx store.Tx) error {
+		return tx.Announce(t.Context(), store.Notice{Kind: "schedules.changed"})
+	}); err != nil {
+		t.Fatal(err)
+	}
 	want := []store.Notice{
 		{Node: "node-b", Kind: "turn.queued", SessionID: "ses-1", TurnID: "turn-1"},
 		{Node: "node-b", Kind: "turn.running", SessionID: "ses-1", TurnID: "turn-1"},
 		{Node: "node-b", Kind: store.NoticeCommand, CommandID: "cmd-1"},
+		{Node: "node-b", Kind: "schedules.changed"},
 	}
 	for i, w := range want {
 		select {
@@ -100,6 +106,8 @@ func TestParseNotice(t *testing.T) {
 		{"c|n|cmd|command.cancel", store.Notice{Node: "n", Kind: "command.cancel", CommandID: "cmd"}, true},
 		{"c|n|cmd|", store.Notice{}, false},
 		{"e|n||k|t", store.Notice{}, false},
+		{"n|n|schedules.changed", store.Notice{Node: "n", Kind: "schedules.changed"}, true},
+		{"n|n|", store.Notice{}, false},
 		{"c|n|", store.Notice{}, false},
 		{"x|n|s", store.Notice{}, false},
 		{"", store.Notice{}, false},
