@@ -146,6 +146,10 @@ type proc struct {
 	state     procState
 	conn      *websocket.Conn
 	running   string // the Turn the process runs, "" when idle
+	// trace is the running Turn's stored trace context ("" untraced), and
+	// spans how many spans its process shipped (bounded per Turn).
+	trace     string
+	spans     int
 	cancelled bool   // a cancel was sent for running
 	recheck   bool   // work may have arrived while a dispatch was in flight
 	killTimer *time.Timer
