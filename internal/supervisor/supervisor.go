@@ -146,10 +146,6 @@ type proc struct {
 	state     procState
 	conn      *websocket.Conn
 	running   string // the Turn the process runs, "" when idle
-	// trace is the running Turn's stored trace context ("" untraced), and
-	// spans how many spans its process shipped (bounded per Turn).
-	trace     string
-	spans     int
 	cancelled bool   // a cancel was sent for running
 	recheck   bool   // work may have arrived while a dispatch was in flight
 	killTimer *time.Timer
@@ -160,6 +156,10 @@ type proc struct {
 	retired   string // why the process was retired (a Turn's cleanup failed)
 	// drainKilled is set when the cleanup timer ended the process.
 	drainKilled bool
+	// trace is the running Turn's stored trace context ("" untraced), and
+	// spans how many spans its process shipped (bounded per Turn).
+	trace string
+	spans int
 	// lost: another node took the Session over; the process is ended
 	// without touching the Session.
 	lost bool
