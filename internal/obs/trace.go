@@ -35,9 +35,9 @@ const (
 	SpanAdmit    = "helmr.turn.admit"
 	SpanDispatch = "helmr.turn.dispatch"
 	SpanSettle   = "helmr.turn.settle"
-	SpanHandler  = "helmr.turn.handler"
-	SpanOutput   = "helmr.turn.output"
-	SpanWait     = "helmr.turn.wait"
+	SpanHandler  = protocol.SpanHandler
+	SpanOutput   = protocol.SpanOutput
+	SpanWait     = protocol.SpanWait
 )
 
 // Attribute keys of Helmr's spans.
@@ -55,8 +55,8 @@ const (
 // process is untrusted, so a span over a limit is cut or dropped, never
 // an error of its Turn.
 const (
-	MaxSpansPerMessage   = 256
-	MaxSpansPerTurn      = 4096
+	MaxSpansPerMessage   = protocol.MaxSpansPerMessage
+	MaxSpansPerTurn      = protocol.MaxSpansPerTurn
 	MaxSpanNameBytes     = 128
 	MaxSpanAttributes    = 32
 	MaxSpanAttrKeyBytes  = 128

@@ -152,6 +152,16 @@ type Msg struct {
 	Spans []Span `json:"spans,omitempty"`
 }
 
+// Names of the spans an SDK records in a traced Turn, and the bounds the
+// control plane applies to what a process ships (more is dropped).
+const (
+	SpanHandler        = "helmr.turn.handler" // the Turn's handler, from turn.start to turn.settle
+	SpanOutput         = "helmr.turn.output"  // one output operation, sent to acknowledged
+	SpanWait           = "helmr.turn.wait"    // one durable wait (ask, Token, timer), started to resolved
+	MaxSpansPerMessage = 256
+	MaxSpansPerTurn    = 4096
+)
+
 // Span is one finished span a session process recorded in its Turn's
 // trace. The trace is the Turn's (never named here); IDs are 16 hex
 // digits; a span without a parent is a child of the Turn's span.

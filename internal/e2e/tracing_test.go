@@ -1,0 +1,348 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/controlplane"
+	"github.com/helmr-go/helmr/internal/obs"
+	"github.com/helmr-go/helmr/internal/store"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	"google.golang.org/protobuf/proto"
+)
+
+// otlpSpan is one span an OTLP receiver got, decoded.
+type otlpSpan struct {
+	Trace, ID, Parent, Name, Service string
+	Attrs                            map[string]string
+	Links                            []string // "TRACE/SPAN"
+	Error                            bool
+}
+
+// otlpReceiver is an in-process OTLP/HTTP collector: it decodes every
+// ExportTraceServiceRequest posted to /v1/traces.
+type otlpReceiver struct {
+	srv      *httptest.Server
+	mu       sync.Mutex
+	spans    []otlpSpan
+	requests int
+}
+
+func newOTLPReceiver(t *testing.T) *otlpReceiver {
+	r := &otlpReceiver{}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Path != "/v1/traces" || req.Header.Get("Content-Type") != "application/x-protobuf" {
+			http.Error(w, "want protobuf on /v1/traces", http.StatusBadRequest)
+			return
+		}
+		body, _ := io.ReadAll(req.Body)
+		var ex coltracepb.ExportTraceServiceRequest
+		if err := proto.Unmarshal(body, &ex); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.mu.Lock()
+		r.requests++
+		for _, rs := range ex.ResourceSpans {
+			service := attrString(rs.GetResource().GetAttributes(), "service.name")
+			for _, ss := range rs.ScopeSpans {
+				for _, s := range ss.Spans {
+					sp := otlpSpan{Trace: hex.EncodeToString(s.TraceId), ID: hex.EncodeToString(s.SpanId),
+						Parent: hex.EncodeToString(s.ParentSpanId), Name: s.Name, Service: service, Attrs: map[string]string{},
+						Error: s.GetStatus().GetCode() == 2}
+					for _, kv := range s.Attributes {
+						sp.Attrs[kv.Key] = anyString(kv.Value)
+					}
+					for _, l := range s.Links {
+						sp.Links = append(sp.Links, hex.EncodeToString(l.TraceId)+"/"+hex.EncodeToString(l.SpanId))
+					}
+					r.spans = append(r.spans, sp)
+				}
+			}
+		}
+		r.mu.Unlock()
+		out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		w.Write(out)
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func attrString(kvs []*commonpb.KeyValue, key string) string {
+	for _, kv := range kvs {
+		if kv.Key == key {
+			return anyString(kv.Value)
+		}
+	}
+	return ""
+}
+
+func anyString(v *commonpb.AnyValue) string {
+	switch x := v.GetValue().(type) {
+	case *commonpb.AnyValue_StringValue:
+		return x.StringValue
+	case *commonpb.AnyValue_IntValue:
+		return fmt.Sprint(x.IntValue)
+	case *commonpb.AnyValue_BoolValue:
+		return fmt.Sprint(x.BoolValue)
+	case *commonpb.AnyValue_DoubleValue:
+		return fmt.Sprint(x.DoubleValue)
+	}
+	return ""
+}
+
+func (r *otlpReceiver) snapshot() ([]otlpSpan, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]otlpSpan(nil), r.spans...), r.requests
+}
+
+// waitFor waits until the receiver has a helmr.turn span for each Turn.
+func (r *otlpReceiver) waitFor(t *testing.T, turnIDs ...string) []otlpSpan {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		spans, _ := r.snapshot()
+		missing := 0
+		for _, id := range turnIDs {
+			if findSpan(spans, func(s otlpSpan) bool { return s.Name == obs.SpanTurn && s.Attrs[obs.AttrTurnID] == id }) == nil {
+				missing++
+			}
+		}
+		if missing == 0 {
+			return spans
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no helmr.turn span for %d of the Turns %v; spans: %s", missing, turnIDs, describeSpans(spans))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func findSpan(spans []otlpSpan, ok func(otlpSpan) bool) *otlpSpan {
+	for i := range spans {
+		if ok(spans[i]) {
+			return &spans[i]
+		}
+	}
+	return nil
+}
+
+func describeSpans(spans []otlpSpan) string {
+	var b strings.Builder
+	for _, s := range spans {
+		fmt.Fprintf(&b, "\n  %s %s<-%s %s %v links=%v", s.Trace, s.ID, s.Parent, s.Name, s.Attrs, s.Links)
+	}
+	return b.String()
+}
+
+// mustSpan returns the one span of trace named name (with attribute
+// turn_id when given) and fails the test when there is not exactly one.
+func mustSpan(t *testing.T, spans []otlpSpan, trace, name, turnID string) otlpSpan {
+	t.Helper()
+	var found []otlpSpan
+	for _, s := range spans {
+		if s.Trace == trace && s.Name == name && (turnID == "" || s.Attrs[obs.AttrTurnID] == turnID) {
+			found = append(found, s)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%d spans %s (turn %q) in trace %s, want 1; spans: %s", len(found), name, turnID, trace, describeSpans(spans))
+	}
+	return found[0]
+}
+
+func wantParent(t *testing.T, child, parent otlpSpan) {
+	t.Helper()
+	if child.Parent != parent.ID || child.Trace != parent.Trace {
+		t.Errorf("span %s has parent %s/%s, want %s (%s/%s)", child.Name, child.Trace, child.Parent, parent.Name, parent.Trace, parent.ID)
+	}
+}
+
+// TestTracingAcrossATurn runs helmr server with OTLP/HTTP export to an
+// in-process receiver and follows one Turn from its REST admission (under
+// the client's own traceparent) through dispatch, the session process
+// (handler, agent code's span, output, a timer wait) to settlement, and
+// the Turn of a child Session it started through runtime MCP, which is a
+// trace of its own linked to the caller's Turn. A Turn admitted before a
+// restart of the control plane and dispatched after it stays in its trace.
+func TestTracingAcrossATurn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs helmr server")
+	}
+	rcv := newOTLPReceiver(t)
+	env := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + rcv.srv.URL, "OTEL_BSP_SCHEDULE_DELAY=50", "OTEL_SERVICE_NAME=helmr-e2e"}
+	data := t.TempDir()
+	s := startServerWith(t, data, env, nil, "server", "--log-level", "warn")
+	if out, errOut, code := s.cli(t, "deploy", "testdata/agents"); code != 0 {
+		t.Fatalf("deploy: %d %s %s", code, out, errOut)
+	}
+
+	// The client's span: the API request is its child.
+	clientTrace, clientSpan := "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	in := driveIn{Calls: []call{
+		{Tool: "spawn", Args: map[string]any{"agent": "worker", "input": map[string]any{"n": 3}, "idempotency_key": "w1"}},
+		{Tool: "wait_turn", Args: map[string]any{"session_id": "$0.session_id", "turn_id": "$0.turn_id", "timeout": "30s"}},
+	}}
+	body := map[string]any{"agent": "driver", "input": map[string]any{"trace": true, "calls": in.Calls}}
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequest("POST", s.url+"/v1/sessions", bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+s.key)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("traceparent", "00-"+clientTrace+"-"+clientSpan+"-01")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec helmrtype.SessionCreateReceipt
+	json.NewDecoder(resp.Body).Decode(&rec)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK || rec.Turn == nil {
+		t.Fatalf("create: %d %+v", resp.StatusCode, rec)
+	}
+	p := &plane{t: t, url: s.url, key: s.key}
+	o := p.wait(rec.Session.ID, rec.Turn.ID)
+	var res driveOut
+	if o.Status != helmrtype.TurnCompleted || json.Unmarshal(o.Result, &res) != nil || len(res.Calls) != 2 || res.Calls[0].Error != "" {
+		t.Fatalf("driver turn: %s %+v %s", o.Status, o.Error, o.Result)
+	}
+	childTurn, _ := res.Calls[0].Result["turn_id"].(string)
+	if childTurn == "" {
+		t.Fatalf("spawn result: %+v", res.Calls[0])
+	}
+	spans := rcv.waitFor(t, rec.Turn.ID, childTurn)
+
+	// One trace from the client's span to settlement.
+	tr := clientTrace
+	api := mustSpan(t, spans, tr, "POST /v1/sessions", "")
+	if api.Parent != clientSpan || api.Service != "helmr-e2e" || api.Attrs["http.response.status_code"] == "" {
+		t.Errorf("API request span: %+v", api)
+	}
+	admit := mustSpan(t, spans, tr, obs.SpanAdmit, "")
+	wantParent(t, admit, api)
+	turn := mustSpan(t, spans, tr, obs.SpanTurn, rec.Turn.ID)
+	wantParent(t, turn, admit)
+	if turn.ID != obs.TurnSpanID(rec.Turn.ID).String() || turn.Attrs[obs.AttrStatus] != "completed" || turn.Attrs[obs.AttrAgent] != "driver" {
+		t.Errorf("turn span: %+v", turn)
+	}
+	for _, name := range []string{obs.SpanDispatch, obs.SpanSettle, obs.SpanHandler} {
+		wantParent(t, mustSpan(t, spans, tr, name, ""), turn)
+	}
+	handler := mustSpan(t, spans, tr, obs.SpanHandler, "")
+	if handler.Attrs[obs.AttrOrigin] != "session_process" || handler.Attrs["helmr.turn.status"] != "completed" {
+		t.Errorf("handler span: %+v", handler)
+	}
+	work := mustSpan(t, spans, tr, "e2e.work", "")
+	wantParent(t, work, handler)
+	if work.Attrs["e2e.calls"] != "2" {
+		t.Errorf("agent code's span: %+v", work)
+	}
+	output := mustSpan(t, spans, tr, obs.SpanOutput, "")
+	wantParent(t, output, work)
+	if output.Attrs["helmr.output.sequence"] == "" || output.Attrs["helmr.output.parts"] != "1" {
+		t.Errorf("output span: %+v", output)
+	}
+	wait := mustSpan(t, spans, tr, obs.SpanWait, "")
+	wantParent(t, wait, work)
+	if wait.Attrs["helmr.wait.kind"] != "timer" || wait.Attrs["helmr.wait.status"] != "resolved" {
+		t.Errorf("wait span: %+v", wait)
+	}
+
+	// The child's Turn: a trace of its own, whose admission links to the
+	// caller's Turn span.
+	child := findSpan(spans, func(s otlpSpan) bool { return s.Name == obs.SpanTurn && s.Attrs[obs.AttrTurnID] == childTurn })
+	if child.Trace == tr {
+		t.Errorf("the child's Turn is in its caller's trace")
+	}
+	childAdmit := mustSpan(t, spans, child.Trace, obs.SpanAdmit, "")
+	wantParent(t, *child, childAdmit)
+	if childAdmit.Parent != "" || len(childAdmit.Links) != 1 || childAdmit.Links[0] != tr+"/"+turn.ID {
+		t.Errorf("child admission span: %+v, want a root linked to %s/%s", childAdmit, tr, turn.ID)
+	}
+	wantParent(t, mustSpan(t, spans, child.Trace, obs.SpanHandler, ""), *child)
+	wantParent(t, mustSpan(t, spans, child.Trace, obs.SpanDispatch, ""), *child)
+
+	// A Turn queued behind a running one when the control plane is killed
+	// is dispatched by the next control plane, in its admission's trace.
+	out, errOut, code := s.cli(t, "session", "create", "--agent", "echo", "--text", "sleep 3s", "--json")
+	if code != 0 {
+		t.Fatalf("create: %d %s", code, errOut)
+	}
+	var slow helmrtype.SessionCreateReceipt
+	json.Unmarshal([]byte(out), &slow)
+	out, _, code = s.cli(t, "session", "enqueue", slow.Session.ID, "--text", "after the restart", "--json")
+	var queued helmrtype.TurnState
+	if code != 0 || json.Unmarshal([]byte(out), &queued) != nil {
+		t.Fatalf("enqueue: %d %s", code, out)
+	}
+	spans, _ = rcv.snapshot()
+	queuedAdmit := findSpan(spans, func(s otlpSpan) bool { return s.Name == obs.SpanAdmit && s.Attrs[obs.AttrTurnID] == queued.ID })
+	for deadline := time.Now().Add(10 * time.Second); queuedAdmit == nil && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		spans, _ = rcv.snapshot()
+		queuedAdmit = findSpan(spans, func(s otlpSpan) bool { return s.Name == obs.SpanAdmit && s.Attrs[obs.AttrTurnID] == queued.ID })
+	}
+	if queuedAdmit == nil {
+		t.Fatalf("no admission span for the queued Turn: %s", describeSpans(spans))
+	}
+	s.kill()
+	s2 := startServerWith(t, data, env, nil, "server", "--log-level", "warn")
+	out, _, code = s2.cli(t, "session", "turn", "wait", slow.Session.ID, queued.ID, "--timeout", "60s", "--json")
+	var wr helmrtype.TimedTurnWaitResult
+	if json.Unmarshal([]byte(out), &wr); code != 0 || wr.Outcome == nil || wr.Outcome.Status != "completed" {
+		t.Fatalf("queued turn after the restart: %d %s", code, out)
+	}
+	spans = rcv.waitFor(t, queued.ID)
+	qt := mustSpan(t, spans, queuedAdmit.Trace, obs.SpanTurn, queued.ID)
+	wantParent(t, qt, *queuedAdmit)
+	wantParent(t, mustSpan(t, spans, queuedAdmit.Trace, obs.SpanDispatch, ""), qt)
+	wantParent(t, mustSpan(t, spans, queuedAdmit.Trace, obs.SpanHandler, ""), qt)
+}
+
+// TestTracingOff runs Turns on a control plane whose OTEL_* variables do
+// not turn tracing on (an endpoint set, but the exporter none): the
+// receiver gets nothing and no Turn stores a trace context.
+func TestTracingOff(t *testing.T) {
+	rcv := newOTLPReceiver(t)
+	for _, env := range []map[string]string{
+		{},
+		{"OTEL_EXPORTER_OTLP_ENDPOINT": rcv.srv.URL, "OTEL_TRACES_EXPORTER": "none"},
+		{"OTEL_EXPORTER_OTLP_ENDPOINT": rcv.srv.URL, "OTEL_SDK_DISABLED": "true"},
+	} {
+		tracer, err := obs.NewTracer(context.Background(), func(k string) string { return env[k] }, "test")
+		if err != nil || tracer.Enabled() {
+			t.Fatalf("NewTracer(%v) = enabled %v, %v; want off", env, tracer.Enabled(), err)
+		}
+		p := startPlaneConfig(t, "127.0.0.1:0", controlplane.Config{Tracer: tracer})
+		r := p.create("driver", mustJSON(t, map[string]any{"trace": true}))
+		if o := p.wait(r.Session.ID, r.Turn.ID); o.Status != helmrtype.TurnCompleted {
+			t.Fatalf("turn: %s %+v", o.Status, o.Error)
+		}
+		p.cp.Store.View(context.Background(), func(tx store.Tx) error {
+			tr, err := tx.GetTurn(context.Background(), r.Session.ID, r.Turn.ID)
+			if err != nil {
+				t.Errorf("stored turn: %v", err)
+			} else if tr.TraceParent != "" {
+				t.Errorf("stored turn has trace context %q with tracing off", tr.TraceParent)
+			}
+			return nil
+		})
+		p.stop()
+	}
+	if spans, n := rcv.snapshot(); n != 0 || len(spans) != 0 {
+		t.Fatalf("the receiver got %d requests with tracing off: %s", n, describeSpans(spans))
+	}
+}
