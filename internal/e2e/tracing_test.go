@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -29,6 +30,7 @@ type otlpSpan struct {
 	Attrs                            map[string]string
 	Links                            []string // "TRACE/SPAN"
 	Error                            bool
+	Start, End                       time.Time
 }
 
 // otlpReceiver is an in-process OTLP/HTTP collector: it decodes every
@@ -61,7 +63,7 @@ func newOTLPReceiver(t *testing.T) *otlpReceiver {
 				for _, s := range ss.Spans {
 					sp := otlpSpan{Trace: hex.EncodeToString(s.TraceId), ID: hex.EncodeToString(s.SpanId),
 						Parent: hex.EncodeToString(s.ParentSpanId), Name: s.Name, Service: service, Attrs: map[string]string{},
-						Error: s.GetStatus().GetCode() == 2}
+						Error: s.GetStatus().GetCode() == 2, Start: time.Unix(0, int64(s.StartTimeUnixNano)), End: time.Unix(0, int64(s.EndTimeUnixNano))}
 					for _, kv := range s.Attributes {
 						sp.Attrs[kv.Key] = anyString(kv.Value)
 					}
@@ -149,6 +151,47 @@ func describeSpans(spans []otlpSpan) string {
 	return b.String()
 }
 
+// tree draws a trace's spans as a tree, with each span's start (from the
+// trace's first) and duration.
+func tree(spans []otlpSpan, trace string) string {
+	var in []otlpSpan
+	for _, s := range spans {
+		if s.Trace == trace {
+			in = append(in, s)
+		}
+	}
+	slices.SortFunc(in, func(a, b otlpSpan) int { return a.Start.Compare(b.Start) })
+	if len(in) == 0 {
+		return ""
+	}
+	t0 := in[0].Start
+	ids := map[string]bool{}
+	for _, s := range in {
+		ids[s.ID] = true
+	}
+	var b strings.Builder
+	var walk func(s otlpSpan, depth int)
+	walk = func(s otlpSpan, depth int) {
+		extra := ""
+		if len(s.Links) > 0 {
+			extra = "  (links to " + strings.Join(s.Links, ", ") + ")"
+		}
+		fmt.Fprintf(&b, "%s%-*s +%7.2fms %8.2fms%s\n", strings.Repeat("  ", depth), 40-2*depth, s.Name,
+			float64(s.Start.Sub(t0).Microseconds())/1000, float64(s.End.Sub(s.Start).Microseconds())/1000, extra)
+		for _, c := range in {
+			if c.Parent == s.ID {
+				walk(c, depth+1)
+			}
+		}
+	}
+	for _, s := range in {
+		if !ids[s.Parent] {
+			walk(s, 0)
+		}
+	}
+	return b.String()
+}
+
 // mustSpan returns the one span of trace named name (with attribute
 // turn_id when given) and fails the test when there is not exactly one.
 func mustSpan(t *testing.T, spans []otlpSpan, trace, name, turnID string) otlpSpan {
@@ -224,6 +267,10 @@ func TestTracingAcrossATurn(t *testing.T) {
 		t.Fatalf("spawn result: %+v", res.Calls[0])
 	}
 	spans := rcv.waitFor(t, rec.Turn.ID, childTurn)
+	if testing.Verbose() {
+		child := findSpan(spans, func(s otlpSpan) bool { return s.Name == obs.SpanTurn && s.Attrs[obs.AttrTurnID] == childTurn })
+		t.Logf("the driver's trace %s:\n%s\nthe worker's trace %s:\n%s", clientTrace, tree(spans, clientTrace), child.Trace, tree(spans, child.Trace))
+	}
 
 	// One trace from the client's span to settlement.
 	tr := clientTrace
