@@ -393,3 +393,33 @@ func TestTracingOff(t *testing.T) {
 		t.Fatalf("the receiver got %d requests with tracing off: %s", n, describeSpans(spans))
 	}
 }
+
+// TestTracingTypeScriptAgent runs a TypeScript Agent under helmr dev with
+// tracing on: the SDK takes turn.start's traceparent and ships its
+// handler's span, which lands under the Turn's span.
+func TestTracingTypeScriptAgent(t *testing.T) {
+	needTypeScriptSDK(t)
+	rcv := newOTLPReceiver(t)
+	env := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + rcv.srv.URL, "OTEL_BSP_SCHEDULE_DELAY=50"}
+	s := startServerWith(t, t.TempDir(), env, nil, "dev", tsAgentsDir)
+	deadline := time.Now().Add(tsPatience)
+	for !strings.Contains(s.output(), "deployed ") {
+		if time.Now().After(deadline) {
+			t.Fatalf("helmr dev did not deploy: %s", s.output())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	rec := createJSON(t, s, "validated", `{"n": 21, "word": "hi"}`)
+	if o := waitTurnWithin(t, s, rec.Session.ID, rec.Turn.ID, tsPatience); o.Status != helmrtype.TurnCompleted {
+		t.Fatalf("turn: %s %+v", o.Status, o.Error)
+	}
+	spans := rcv.waitFor(t, rec.Turn.ID)
+	turn := *findSpan(spans, func(s otlpSpan) bool { return s.Name == obs.SpanTurn && s.Attrs[obs.AttrTurnID] == rec.Turn.ID })
+	handler := mustSpan(t, spans, turn.Trace, obs.SpanHandler, "")
+	wantParent(t, handler, turn)
+	if handler.Attrs["helmr.turn.status"] != "completed" || handler.Attrs[obs.AttrOrigin] != "session_process" {
+		t.Errorf("handler span: %+v", handler)
+	}
+	wantParent(t, mustSpan(t, spans, turn.Trace, obs.SpanDispatch, ""), turn)
+	wantParent(t, mustSpan(t, spans, turn.Trace, obs.SpanSettle, ""), turn)
+}
