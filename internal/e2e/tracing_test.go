@@ -19,6 +19,8 @@ import (
 	"github.com/helmr-go/helmr/internal/controlplane"
 	"github.com/helmr-go/helmr/internal/obs"
 	"github.com/helmr-go/helmr/internal/store"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	"google.golang.org/protobuf/proto"
@@ -422,4 +424,56 @@ func TestTracingTypeScriptAgent(t *testing.T) {
 	}
 	wantParent(t, mustSpan(t, spans, turn.Trace, obs.SpanDispatch, ""), turn)
 	wantParent(t, mustSpan(t, spans, turn.Trace, obs.SpanSettle, ""), turn)
+}
+
+// TestTracingInProcess traces a control plane in this process (so that
+// go test -race covers its tracing), with the spans in memory: a Turn
+// with output, a wait and a runtime MCP child, each with its Turn span, and
+// the session process's spans imported into the right trace.
+func TestTracingInProcess(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tracer := obs.NewTracerWith(sdktrace.NewSimpleSpanProcessor(exp))
+	p := startPlaneConfig(t, "127.0.0.1:0", controlplane.Config{Tracer: tracer})
+	r := p.create("driver", mustJSON(t, map[string]any{"trace": true, "calls": []call{
+		{Tool: "spawn", Args: map[string]any{"agent": "worker", "input": map[string]any{"n": 2}, "idempotency_key": "w"}},
+		{Tool: "wait_turn", Args: map[string]any{"session_id": "$0.session_id", "turn_id": "$0.turn_id", "timeout": "30s"}},
+	}}))
+	if o := p.wait(r.Session.ID, r.Turn.ID); o.Status != helmrtype.TurnCompleted {
+		t.Fatalf("turn: %s %+v", o.Status, o.Error)
+	}
+	var stored *store.Turn
+	p.cp.Store.View(context.Background(), func(tx store.Tx) error {
+		var err error
+		stored, err = tx.GetTurn(context.Background(), r.Session.ID, r.Turn.ID)
+		return err
+	})
+	sc, err := obs.ParseTraceParent(stored.TraceParent)
+	if err != nil {
+		t.Fatalf("stored trace context %q: %v", stored.TraceParent, err)
+	}
+	count := map[string]int{}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		clear(count)
+		for _, s := range exp.GetSpans() {
+			if s.SpanContext.TraceID() == sc.TraceID() {
+				count[s.Name]++
+			}
+			if s.Name == obs.SpanTurn && s.SpanContext.TraceID() != sc.TraceID() {
+				count["child "+s.Name]++
+			}
+		}
+		if count[obs.SpanTurn] == 1 && count["child "+obs.SpanTurn] == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("spans of the Turn's trace: %v", count)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, name := range []string{"POST /v1/sessions", obs.SpanAdmit, obs.SpanDispatch, obs.SpanHandler, "e2e.work", obs.SpanOutput, obs.SpanWait, obs.SpanSettle} {
+		if count[name] != 1 {
+			t.Errorf("%d %s spans in the Turn's trace, want 1 (%v)", count[name], name, count)
+		}
+	}
 }
