@@ -78,7 +78,9 @@ type Tracer struct {
 // OTEL_SDK_DISABLED=true and OTEL_TRACES_EXPORTER=none turn it off. The
 // exporter speaks OTLP over HTTP (http/protobuf, the default) or gRPC
 // (OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL=grpc) and reads its other OTEL_*
-// variables itself. With tracing off it returns a Tracer that is off.
+// variables (endpoint, headers, timeouts) from the process's environment
+// itself, so getenv should be os.Getenv but in tests of the decision. With
+// tracing off it returns a Tracer that is off.
 func NewTracer(ctx context.Context, getenv func(string) string, version string) (*Tracer, error) {
 	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
 		return &Tracer{}, nil
