@@ -304,6 +304,16 @@ func TestTracingAcrossATurn(t *testing.T) {
 	if output.Attrs["helmr.output.sequence"] == "" || output.Attrs["helmr.output.parts"] != "1" {
 		t.Errorf("output span: %+v", output)
 	}
+	var tools []string
+	for _, s := range spans {
+		if s.Trace == tr && s.Name == obs.SpanMCP {
+			wantParent(t, s, handler)
+			tools = append(tools, s.Attrs["helmr.mcp.tool"])
+		}
+	}
+	if slices.Sort(tools); !slices.Equal(tools, []string{"spawn", "wait_turn"}) {
+		t.Errorf("runtime MCP call spans for %v, want spawn and wait_turn", tools)
+	}
 	wait := mustSpan(t, spans, tr, obs.SpanWait, "")
 	wantParent(t, wait, work)
 	if wait.Attrs["helmr.wait.kind"] != "timer" || wait.Attrs["helmr.wait.status"] != "resolved" {

@@ -38,6 +38,7 @@ const (
 	SpanHandler  = protocol.SpanHandler
 	SpanOutput   = protocol.SpanOutput
 	SpanWait     = protocol.SpanWait
+	SpanMCP      = protocol.SpanMCP
 )
 
 // Attribute keys of Helmr's spans.

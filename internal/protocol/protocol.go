@@ -158,6 +158,7 @@ const (
 	SpanHandler        = "helmr.turn.handler" // the Turn's handler, from turn.start to turn.settle
 	SpanOutput         = "helmr.turn.output"  // one output operation, sent to acknowledged
 	SpanWait           = "helmr.turn.wait"    // one durable wait (ask, Token, timer), started to resolved
+	SpanMCP            = "helmr.turn.mcp"     // one runtime MCP tool call, sent to answered
 	MaxSpansPerMessage = 256
 	MaxSpansPerTurn    = 4096
 )
