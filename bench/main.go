@@ -3,7 +3,10 @@
 // load from this process. It prints warm-Turn latency, throughput for one
 // and for many Sessions, server RSS after the run, and store bytes per Turn.
 //
-//	go run ./bench [-agent go|ts] [-turns 10000] [-sessions 100] [-callers 20]
+//	go run ./bench [-agent go|ts] [-turns 10000] [-sessions 100] [-callers 20] [-trace]
+//
+// -trace runs the server with tracing on, exporting OTLP/HTTP to a sink in
+// this process that counts the spans (docs/observability.md).
 //
 // -agent ts runs the same echo Agent written in TypeScript (bench/ts-agent,
 // bundled by @helmr/sdk and run by Node); it needs a built sdk/typescript.
@@ -37,7 +40,7 @@ import (
 )
 
 var cpuProfile, storeKind, agentKind string
-var pgTCP bool
+var pgTCP, tracing bool
 
 func main() {
 	turns := flag.Int("turns", 10000, "Turns in the throughput phase over many Sessions")
@@ -52,6 +55,7 @@ func main() {
 	flag.BoolVar(&pgTCP, "pg-tcp", false, "connect to PostgreSQL over loopback TCP instead of its Unix socket")
 	flag.StringVar(&agentKind, "agent", "go", "the agent program: go (bench/agent) or ts (bench/ts-agent: @helmr/sdk under Node)")
 	flag.StringVar(&cpuProfile, "server-cpu-profile", "", "write the server's CPU profile to this file")
+	flag.BoolVar(&tracing, "trace", false, "run the server with tracing on, exporting to an OTLP/HTTP sink in this process")
 	flag.Parse()
 	if err := run(*turns, *sessions, *callers, *warm, *cold, *syncMode, *keep); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -245,6 +249,15 @@ func run(nTurns, nSessions, nCallers, nWarm, nCold int, syncMode string, keep bo
 	}
 	srv := exec.Command(helmrBin, args...)
 	srv.Stderr = os.Stderr
+	if tracing {
+		sink, err := startSink()
+		if err != nil {
+			return err
+		}
+		defer sink.report()
+		srv.Env = append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT="+sink.url, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf")
+		fmt.Printf("tracing: on, OTLP/HTTP to a sink at %s\n", sink.url)
+	}
 	stdout, _ := srv.StdoutPipe()
 	if err := srv.Start(); err != nil {
 		return err

@@ -105,6 +105,15 @@ V["handler-fails"] = dict(description="a thrown error settles failed with handle
         start("t3", {"do": "echo", "text": "ok"}, seq=3),
         {"expect": {"type": "output", "turn_id": "t3", "content": text("echo: ok")}},
         {"expect": settle("t3", result={"echo": "ok", "sequence": 1})}] + shutdown())
+V["traced-turn"] = dict(description="a turn.start with traceparent: the Turn runs as usual; the SDK may ship its spans in a spans message (at least its handler's) before the settle, and sends none for an untraced Turn (observability.md)", auto_ack=True,
+    steps=open_() + [{"send": {"type": "turn.start", "turn_id": "t1", "turn": {"id": "t1", "sequence": 1, "created_at": T0, "input": {"do": "echo", "text": "hi"},
+            "source": {"kind": "user"}, "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-800000000000abcd-01"}}},
+        {"expect": {"type": "output", "turn_id": "t1", "op": 1, "content": text("echo: hi")}},
+        {"expect": {"type": "spans", "turn_id": "t1", "spans": "$any"}, "note": "the Turn's spans, before its settle"},
+        {"expect": settle("t1", op=2, result={"echo": "hi", "sequence": "$number"})},
+        start("t2", {"do": "echo", "text": "plain"}, seq=2),
+        {"expect": {"type": "output", "turn_id": "t2", "op": 1, "content": text("echo: plain")}},
+        {"expect": settle("t2", op=2, result={"echo": "plain", "sequence": "$number"}), "note": "no spans for an untraced Turn"}] + shutdown())
 V["wait-timer"] = dict(description="timers.waitFor is a durable wait.start of kind timer, resolved by wait.resolved (waits.md)", auto_ack=True,
     steps=open_() + [start("t1", {"do": "timer", "for": "1h"}),
         {"expect": {"type": "wait.start", "turn_id": "t1", "op": 1, "wait": {"id": "$capture:w", "kind": "timer", "until": "$string"}}},

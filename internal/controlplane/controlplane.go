@@ -68,6 +68,10 @@ type Config struct {
 	Logger        *slog.Logger
 	// TurnLogger logs one line per Turn transition; nil uses Logger.
 	TurnLogger *slog.Logger
+	// Tracer traces Turns (obs.NewTracer reads the OTEL_* environment);
+	// nil is off. The control plane owns it: Close and Detach shut it
+	// down, exporting the spans not yet exported.
+	Tracer *obs.Tracer
 	// PublicURL is the base URL clients reach the API at (Token callback
 	// URLs); default the address Serve listens on.
 	PublicURL string
@@ -357,7 +361,7 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	// The lock is ours: a socket file left by a previous run is stale.
 	os.Remove(cp.SocketPath)
 	cp.Engine = engine.New(st, engine.Options{Clock: cfg.Clock, Logger: cfg.Logger, TurnLogger: cfg.TurnLogger,
-		PublicURL: cfg.PublicURL, NodeID: cfg.NodeID})
+		PublicURL: cfg.PublicURL, NodeID: cfg.NodeID, Tracer: cfg.Tracer})
 	fz := freezer.New(cfg.Logger, "helmr-"+dataDirID(cfg.DataDir))
 	var cleanups []func()
 	l := cfg.Launcher
@@ -539,6 +543,11 @@ func (cp *ControlPlane) closeStore() error {
 	err := cp.Store.Close()
 	os.Remove(cp.SocketPath)
 	cp.lock.Close()
+	shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if terr := cp.cfg.Tracer.Shutdown(shut); terr != nil {
+		cp.log.Warn("tracing: shutdown", "err", terr)
+	}
 	return err
 }
 

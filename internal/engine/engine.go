@@ -79,6 +79,8 @@ type Options struct {
 	// TurnLogger logs one line per Turn transition (at info); nil uses
 	// Logger.
 	TurnLogger *slog.Logger
+	// Tracer traces Turns (docs/observability.md); nil is off.
+	Tracer *obs.Tracer
 }
 
 // Engine applies state transitions to the store.
@@ -89,6 +91,7 @@ type Engine struct {
 	// tlog logs Turn transitions; metrics count them (observe.go).
 	tlog    *slog.Logger
 	metrics *obs.Metrics
+	tracer  *obs.Tracer
 	agents  agentCache
 	hub     hub[struct{}]             // by Session ID
 	turns   hub[*helmrtype.TurnState] // by Turn ID, on settlement
@@ -139,7 +142,7 @@ func New(s store.Store, opts Options) *Engine {
 	if opts.TurnLogger == nil {
 		opts.TurnLogger = opts.Logger
 	}
-	e := &Engine{clock: opts.Clock, log: opts.Logger, tlog: opts.TurnLogger, metrics: opts.Metrics, notifier: nopNotifier{}, hub: newHub[struct{}](),
+	e := &Engine{clock: opts.Clock, log: opts.Logger, tlog: opts.TurnLogger, metrics: opts.Metrics, tracer: opts.Tracer, notifier: nopNotifier{}, hub: newHub[struct{}](),
 		turns: newHub[*helmrtype.TurnState](), sched: sched{clock: opts.Clock}, publicURL: strings.TrimRight(opts.PublicURL, "/"), node: opts.NodeID,
 		incarnation: NewID()}
 	e.store = newObsStore(s, e)
@@ -169,6 +172,9 @@ func (e *Engine) notify() Notifier {
 	defer e.mu.RUnlock()
 	return e.notifier
 }
+
+// Tracer returns the engine's Tracer (nil when tracing is off).
+func (e *Engine) Tracer() *obs.Tracer { return e.tracer }
 
 // Store returns the engine's store.
 func (e *Engine) Store() store.Store { return e.store }

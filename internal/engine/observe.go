@@ -19,6 +19,7 @@ import (
 // transition is one Turn reaching a status in a transaction.
 type transition struct {
 	sessionID, turnID, status, errorCode string
+	traceParent                          string
 	created                              time.Time
 	started, ended                       *time.Time
 }
@@ -78,7 +79,7 @@ func noteTurn(tx store.Tx, t *store.Turn) {
 		return
 	}
 	ot.turns = append(ot.turns, transition{sessionID: t.SessionID, turnID: t.ID, status: t.Status, errorCode: t.ErrorCode,
-		created: t.CreatedAt, started: t.StartedAt, ended: t.TerminalAt})
+		traceParent: t.TraceParent, created: t.CreatedAt, started: t.StartedAt, ended: t.TerminalAt})
 }
 
 // agentCache maps Session ID → Agent ID (immutable), for metric labels.
@@ -124,6 +125,10 @@ func (e *Engine) reportTurns(ctx context.Context, ts []transition) {
 				if t.started != nil {
 					run = t.ended.Sub(*t.started)
 					e.metrics.TurnRunTime.WithLabelValues(agent, t.status).Observe(run.Seconds())
+				}
+				if t.traceParent != "" {
+					e.tracer.EndTurn(obs.TurnEnd{TraceParent: t.traceParent, SessionID: t.sessionID, TurnID: t.turnID, Agent: agent,
+						Status: t.status, ErrorCode: t.errorCode, Created: t.created, Ended: *t.ended})
 				}
 			}
 		}

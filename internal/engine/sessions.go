@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/obs"
 	"github.com/helmr-go/helmr/internal/store"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Caller identifies who makes a request, for input sources.
@@ -68,7 +70,7 @@ type createOpts struct {
 	computerID string
 }
 
-func (e *Engine) createSession(ctx context.Context, req helmrtype.SessionCreateRequest, caller Caller, opts createOpts) (_ *helmrtype.SessionCreateReceipt, replayed bool, _ error) {
+func (e *Engine) createSession(ctx context.Context, req helmrtype.SessionCreateRequest, caller Caller, opts createOpts) (_ *helmrtype.SessionCreateReceipt, replayed bool, err error) {
 	if err := e.admitting(); err != nil {
 		return nil, false, err
 	}
@@ -81,7 +83,18 @@ func (e *Engine) createSession(ctx context.Context, req helmrtype.SessionCreateR
 	var receipt *helmrtype.SessionCreateReceipt
 	var sessionID string
 	var created bool
-	err := e.store.Update(ctx, func(tx store.Tx) error {
+	if e.tracer.Enabled() && hasInput(req.Input) {
+		var sp trace.Span
+		ctx, sp = e.tracer.StartAdmit(ctx)
+		defer func() {
+			var turnID string
+			if receipt != nil && receipt.Turn != nil {
+				turnID = receipt.Turn.ID
+			}
+			obs.EndSpan(sp, sessionID, turnID, err)
+		}()
+	}
+	err = e.store.Update(ctx, func(tx store.Tx) error {
 		now := e.Now()
 		r, replay, err := idempotent(ctx, tx, now, opts.scope, req.IdempotencyKey, req, func() (*helmrtype.SessionCreateReceipt, error) {
 			var dep *deployment
@@ -192,6 +205,9 @@ func (e *Engine) admitTurn(ctx context.Context, tx store.Tx, t *store.Turn, inpu
 		return err
 	}
 	t.Status, t.Input, t.Source, t.CreatedAt = helmrtype.TurnQueued, input, src, now
+	if e.tracer.Enabled() {
+		t.TraceParent = obs.TraceParent(ctx)
+	}
 	if err := tx.InsertTurn(ctx, t); err != nil {
 		return err
 	}
@@ -211,7 +227,7 @@ func (e *Engine) getSessionTx(ctx context.Context, tx store.Tx, id string) (*sto
 
 // Enqueue always admits a new Turn at the end of the Session's FIFO;
 // replayed tells an idempotent replay of an earlier admission.
-func (e *Engine) Enqueue(ctx context.Context, sessionID string, req helmrtype.EnqueueRequest, caller Caller) (_ *helmrtype.TurnState, replayed bool, _ error) {
+func (e *Engine) Enqueue(ctx context.Context, sessionID string, req helmrtype.EnqueueRequest, caller Caller) (_ *helmrtype.TurnState, replayed bool, err error) {
 	if err := e.admitting(); err != nil {
 		return nil, false, err
 	}
@@ -219,11 +235,22 @@ func (e *Engine) Enqueue(ctx context.Context, sessionID string, req helmrtype.En
 		return nil, false, &helmrtype.Error{Code: helmrtype.CodeInputInvalid, Message: "input is required"}
 	}
 	var out *helmrtype.TurnState
+	if e.tracer.Enabled() {
+		var sp trace.Span
+		ctx, sp = e.tracer.StartAdmit(ctx)
+		defer func() {
+			var turnID string
+			if out != nil {
+				turnID = out.ID
+			}
+			obs.EndSpan(sp, sessionID, turnID, err)
+		}()
+	}
 	var replay bool
 	var started *store.Turn
 	var msgs []store.Message
 	res := e.notify().Reserve(sessionID)
-	err := e.store.Update(ctx, func(tx store.Tx) error {
+	err = e.store.Update(ctx, func(tx store.Tx) error {
 		now := e.Now()
 		var err error
 		started, msgs = nil, nil

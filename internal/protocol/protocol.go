@@ -72,6 +72,10 @@ const (
 	// they are answered by call_id, run concurrently, and are not replayed
 	// after a reconnect (the process fails them as unavailable).
 	TypeMCPCall = "mcp.call"
+	// TypeSpans carries spans the process recorded for its running Turn
+	// (only when turn.start carried a traceparent). It is not an op: it is
+	// not acknowledged or replayed, and a lost one loses only telemetry.
+	TypeSpans = "spans"
 )
 
 // Cancel reasons.
@@ -144,6 +148,34 @@ type Msg struct {
 	// mcp.scope, mcp.call, and mcp.result (with Result or Error)
 	CallID string   `json:"call_id,omitempty"`
 	MCP    *MCPCall `json:"mcp,omitempty"`
+	// spans
+	Spans []Span `json:"spans,omitempty"`
+}
+
+// Names of the spans an SDK records in a traced Turn, and the bounds the
+// control plane applies to what a process ships (more is dropped).
+const (
+	SpanHandler        = "helmr.turn.handler" // the Turn's handler, from turn.start to turn.settle
+	SpanOutput         = "helmr.turn.output"  // one output operation, sent to acknowledged
+	SpanWait           = "helmr.turn.wait"    // one durable wait (ask, Token, timer), started to resolved
+	SpanMCP            = "helmr.turn.mcp"     // one runtime MCP tool call, sent to answered
+	MaxSpansPerMessage = 256
+	MaxSpansPerTurn    = 4096
+)
+
+// Span is one finished span a session process recorded in its Turn's
+// trace. The trace is the Turn's (never named here); IDs are 16 hex
+// digits; a span without a parent is a child of the Turn's span.
+type Span struct {
+	SpanID   string    `json:"span_id"`
+	ParentID string    `json:"parent_span_id,omitempty"`
+	Name     string    `json:"name"`
+	Start    time.Time `json:"start"`
+	End      time.Time `json:"end"`
+	// Attributes are strings, numbers or booleans.
+	Attributes map[string]any `json:"attributes,omitempty"`
+	// Error, when set, marks the span failed with this description.
+	Error string `json:"error,omitempty"`
 }
 
 // MCPCall is a runtime MCP request. For mcp.scope, Scope is the policy to
@@ -206,6 +238,9 @@ type TurnStart struct {
 	Source    helmrtype.InputSource `json:"source"`
 	// Deadline is when the Turn reaches its max_turn_duration, if any.
 	Deadline *time.Time `json:"deadline,omitempty"`
+	// TraceParent is the W3C traceparent of the Turn's span when the
+	// control plane traces the Turn; the process's spans are its children.
+	TraceParent string `json:"traceparent,omitempty"`
 }
 
 // InboundMessage is a message to a running Turn.

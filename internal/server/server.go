@@ -29,6 +29,10 @@ import (
 	"github.com/helmr-go/helmr/internal/engine"
 	"github.com/helmr-go/helmr/internal/obs"
 	"github.com/helmr-go/helmr/internal/store"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // maxJSONBody bounds a JSON request body.
@@ -141,7 +145,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ids.Request = hex.EncodeToString(id[:])
 		w.Header().Set("X-Request-Id", ids.Request)
 	}
-	r = r.WithContext(obs.WithIDs(r.Context(), ids))
+	ctx := obs.WithIDs(r.Context(), ids)
+	var span trace.Span
+	if tr := s.eng.Tracer(); tr.Enabled() && ids.Request != "" {
+		// The API request's span: a child of the caller's traceparent
+		// header when it sends one. A Turn it admits joins its trace.
+		ctx = propagation.TraceContext{}.Extract(ctx, propagation.HeaderCarrier(r.Header))
+		ctx, span = tr.Start(ctx, r.Method+" /v1", trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path),
+				attribute.String(obs.AttrRequestID, ids.Request)))
+	}
+	r = r.WithContext(ctx)
 	sw := &statusWriter{ResponseWriter: w}
 	if p := r.URL.Path; (p == "/v1" || strings.HasPrefix(p, "/v1/")) && path.Clean(p) != strings.TrimSuffix(p, "/") {
 		s.writeError(sw, r, helmrtype.Errorf(helmrtype.CodeNotFound, "no route %s %s", r.Method, p))
@@ -158,6 +172,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	d := time.Since(start)
 	s.metrics.HTTPRequests.WithLabelValues(route, strconv.Itoa(status)).Observe(d.Seconds())
+	if span != nil {
+		span.SetName(route)
+		span.SetAttributes(attribute.String("http.route", route), attribute.Int("http.response.status_code", status))
+		if status >= 500 {
+			span.SetStatus(codes.Error, strconv.Itoa(status))
+		}
+		span.End()
+	}
 	lvl := slog.LevelInfo
 	if !strings.HasPrefix(r.URL.Path, "/v1") {
 		lvl = slog.LevelDebug

@@ -24,11 +24,24 @@ func (b mcpBackend) ResolveScope(ctx context.Context, policy json.RawMessage) (j
 func (b mcpBackend) Call(ctx context.Context, scope json.RawMessage, tool string, args json.RawMessage) (json.RawMessage, error) {
 	m := &protocol.Msg{Type: protocol.TypeMCPCall, MCP: &protocol.MCPCall{Scope: scope, Tool: tool, Args: args}}
 	b.c.mu.Lock()
-	if b.c.turn != nil {
-		m.TurnID = b.c.turn.ID
+	t := b.c.turn
+	if t != nil {
+		m.TurnID = t.ID
 	}
 	b.c.mu.Unlock()
-	return b.c.call(ctx, m)
+	// The call comes over the MCP server's HTTP, not the Turn's ctx: its
+	// span is a child of the Turn's handler span.
+	sp := t.startSpan(ctx, protocol.SpanMCP)
+	res, err := b.c.call(ctx, m)
+	if sp != nil {
+		sp.SetAttribute("helmr.mcp.tool", tool)
+		if err != nil {
+			sp.SetAttribute("helmr.error.code", string(helmrtype.CodeOf(err)))
+			sp.SetError(err)
+		}
+		sp.End()
+	}
+	return res, err
 }
 
 var errCallLost = helmrtype.Errorf(helmrtype.CodeUnavailable, "the connection to the control plane was lost during the call; it may or may not have taken effect: retry with the same idempotency_key")

@@ -41,6 +41,8 @@ type Turn struct {
 	cancelCtx  context.Context
 	outputUsed int64
 	response   json.RawMessage // staged response, nil when none
+	// trace records the Turn's spans; nil when the Turn is not traced.
+	trace *turnTrace
 
 	msgMu      sync.Mutex
 	msgHandler func(context.Context, Message) error
@@ -54,6 +56,9 @@ func newTurn(c *Conn, ts *protocol.TurnStart, info *Info) *Turn {
 	procCtx := info.Ctx
 	t := &Turn{ID: ts.ID, Sequence: ts.Sequence, CreatedAt: ts.CreatedAt, Input: ts.Input, Source: ts.Source,
 		Deadline: ts.Deadline, c: c, info: info, msgSeen: map[string]bool{}, msgWake: make(chan struct{}, 1), msgDone: make(chan struct{})}
+	if ts.TraceParent != "" {
+		t.trace = newTurnTrace(c, ts.ID)
+	}
 	ctx, end := context.WithCancelCause(context.WithValue(context.WithoutCancel(procCtx), turnKey{}, t))
 	if ts.Deadline != nil {
 		var cancel context.CancelFunc
@@ -153,7 +158,17 @@ func (t *Turn) Output(ctx context.Context, content helmrtype.Content) (int64, er
 	}
 	t.outputUsed += size
 	t.mu.Unlock()
+	sp := t.startSpan(ctx, protocol.SpanOutput)
 	a, err := t.call(ctx, &protocol.Msg{Type: protocol.TypeOutput, Content: content})
+	if sp != nil {
+		sp.SetAttribute("helmr.output.parts", len(content))
+		sp.SetAttribute("helmr.output.bytes", size)
+		if err == nil {
+			sp.SetAttribute("helmr.output.sequence", a.Sequence)
+		}
+		sp.SetError(err)
+		sp.End()
+	}
 	if err != nil {
 		t.mu.Lock()
 		t.outputUsed -= size
@@ -372,6 +387,13 @@ func (t *Turn) close() {
 }
 
 func (c *Conn) settle(t *Turn, status string, result json.RawMessage, terr *helmrtype.Error) error {
+	if t.trace != nil {
+		var failure error
+		if terr != nil {
+			failure = terr
+		}
+		t.trace.settle(status, failure)
+	}
 	m := &protocol.Msg{Type: protocol.TypeSettle, Status: status, Result: result, Error: terr}
 	if status == helmrtype.TurnCompleted {
 		t.mu.Lock()

@@ -66,12 +66,23 @@ func (t *Turn) CreateToken(ctx context.Context, c helmrtype.TokenCreate) (*helmr
 // server keeps the wait (its deadline, its target) in the store, resolves
 // it and, if the process was suspended meanwhile, wakes it first. When ctx
 // ends first the wait is withdrawn.
-func (t *Turn) Wait(ctx context.Context, w helmrtype.WaitStart) (*helmrtype.WaitOutcome, error) {
+func (t *Turn) Wait(ctx context.Context, w helmrtype.WaitStart) (o *helmrtype.WaitOutcome, err error) {
 	if w.ID == "" {
 		w.ID = uuid.Must(uuid.NewV7()).String()
 	}
 	if w.IdleTimeout == "" {
 		w.IdleTimeout = t.info.IdleTimeout
+	}
+	if sp := t.startSpan(ctx, protocol.SpanWait); sp != nil {
+		sp.SetAttribute("helmr.wait.kind", w.Kind)
+		sp.SetAttribute("helmr.wait.id", w.ID)
+		defer func() {
+			if o != nil {
+				sp.SetAttribute("helmr.wait.status", o.Status)
+			}
+			sp.SetError(err)
+			sp.End()
+		}()
 	}
 	ch := t.c.addWaiter(w.ID, t.ID)
 	defer t.c.removeWaiter(w.ID)
@@ -79,7 +90,7 @@ func (t *Turn) Wait(ctx context.Context, w helmrtype.WaitStart) (*helmrtype.Wait
 		return nil, err
 	}
 	select {
-	case o := <-ch:
+	case o = <-ch:
 		return o, nil
 	case <-ctx.Done():
 		// Withdraw the wait, so that the server does not keep it open

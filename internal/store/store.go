@@ -592,6 +592,10 @@ type Turn struct {
 	// payloads; nil while they are kept. InsertTurn writes it; UpdateTurn
 	// leaves it as stored.
 	PayloadExpiredAt *time.Time
+	// TraceParent is the W3C traceparent of the span that admitted the
+	// Turn, "" when it was not traced. InsertTurn writes it; it never
+	// changes.
+	TraceParent string
 }
 
 // PayloadEventKinds are the kinds of a Turn's events that carry its

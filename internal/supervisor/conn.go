@@ -10,7 +10,10 @@ import (
 	"github.com/coder/websocket"
 	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/engine"
+	"github.com/helmr-go/helmr/internal/obs"
 	"github.com/helmr-go/helmr/internal/protocol"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // ServeHTTP is the protocol endpoint: a session process connects here with
@@ -261,7 +264,10 @@ func (s *Supervisor) handle(ctx context.Context, p *proc, m *protocol.Msg) {
 		retire := m.Error != nil && m.Error.Code == helmrtype.CodeCleanupFailed
 		p.mu.Lock()
 		mine := p.running == m.TurnID && p.state == stateReady && !retire
+		var traceParent string
 		if p.running == m.TurnID {
+			traceParent = p.trace
+			p.trace = ""
 			p.stopTimers()
 			p.cancelled = false
 			p.waits = nil
@@ -276,8 +282,14 @@ func (s *Supervisor) handle(ctx context.Context, p *proc, m *protocol.Msg) {
 			p.retireTimer = time.AfterFunc(retireGrace, p.kill)
 		}
 		p.mu.Unlock()
+		var span trace.Span
+		if traceParent != "" {
+			_, span, _ = s.eng.Tracer().StartTurnChild(ctx, traceParent, m.TurnID, obs.SpanSettle,
+				attribute.String(obs.AttrSessionID, p.sessionID), attribute.String(obs.AttrTurnID, m.TurnID), attribute.String(obs.AttrStatus, m.Status))
+		}
 		next, msgs, err := s.eng.SettleTurn(ctx, p.sessionID, m.TurnID, m.Op, engine.Settlement{Status: m.Status,
 			Result: m.Result, Response: m.Response, Error: turnError(m.Error)}, mine)
+		obs.EndSpan(span, "", "", err)
 		s.ack(p, m, 0, err)
 		if err != nil {
 			if mine {
@@ -298,6 +310,8 @@ func (s *Supervisor) handle(ctx context.Context, p *proc, m *protocol.Msg) {
 		}
 	case protocol.TypeMCPScope, protocol.TypeMCPCall:
 		s.startMCP(ctx, p, m)
+	case protocol.TypeSpans:
+		s.importSpans(p, m)
 	case protocol.TypeAsk, protocol.TypeTokenCreate, protocol.TypeWaitStart, protocol.TypeWaitResume, protocol.TypeWaitCancel:
 		s.handleWait(ctx, p, m)
 	default:

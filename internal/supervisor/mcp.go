@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/obs"
 	"github.com/helmr-go/helmr/internal/protocol"
 )
 
@@ -16,7 +17,16 @@ func (s *Supervisor) startMCP(ctx context.Context, p *proc, m *protocol.Msg) {
 	p.mu.Lock()
 	p.mcpCalls++
 	s.armIdle(p)
+	traceParent := p.trace
+	if p.running != m.TurnID {
+		traceParent = ""
+	}
 	p.mu.Unlock()
+	// A Turn this call admits (a child Session's) links to the calling
+	// Turn's span.
+	if sc, ok := obs.TurnSpanContext(traceParent, m.TurnID); ok {
+		ctx = obs.Link(ctx, sc)
+	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()

@@ -144,6 +144,7 @@ func (s *Supervisor) reattach(ctx context.Context, p *proc, r *protocol.Resume) 
 		p.running = "-" // started below
 	case t != nil:
 		p.running = t.ID
+		p.trace, p.spans = t.TraceParent, 0
 		s.armDeadline(p, t)
 	}
 	p.mu.Unlock()

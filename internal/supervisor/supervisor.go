@@ -156,6 +156,10 @@ type proc struct {
 	retired   string // why the process was retired (a Turn's cleanup failed)
 	// drainKilled is set when the cleanup timer ended the process.
 	drainKilled bool
+	// trace is the running Turn's stored trace context ("" untraced), and
+	// spans how many spans its process shipped (bounded per Turn).
+	trace string
+	spans int
 	// lost: another node took the Session over; the process is ended
 	// without touching the Session.
 	lost bool

@@ -6,8 +6,11 @@ import (
 	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/obs"
 	"github.com/helmr-go/helmr/internal/protocol"
 	"github.com/helmr-go/helmr/internal/store"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // dispatch starts the next queued Turn when the process is ready and idle.
@@ -76,7 +79,14 @@ func (s *Supervisor) started(p *proc, t *store.Turn, msgs []store.Message, err e
 		return
 	}
 	p.running = t.ID
+	p.trace, p.spans = t.TraceParent, 0
 	start := &protocol.TurnStart{ID: t.ID, Sequence: t.Sequence, CreatedAt: t.CreatedAt, Input: t.Input}
+	var span trace.Span
+	if t.TraceParent != "" {
+		start.TraceParent = obs.TurnTraceParent(t.TraceParent, t.ID)
+		_, span, _ = s.eng.Tracer().StartTurnChild(s.ctx, t.TraceParent, t.ID, obs.SpanDispatch,
+			attribute.String(obs.AttrSessionID, t.SessionID), attribute.String(obs.AttrTurnID, t.ID))
+	}
 	json.Unmarshal(t.Source, &start.Source)
 	start.Deadline = s.armDeadline(p, t)
 	cancelReason, cancelPending := p.pendingCancel[t.ID]
@@ -94,6 +104,7 @@ func (s *Supervisor) started(p *proc, t *store.Turn, msgs []store.Message, err e
 		}
 	}
 	p.writeMu.Unlock()
+	obs.EndSpan(span, "", "", err)
 	if err != nil {
 		// The process cannot take the Turn: end it; its exit settles the Turn.
 		s.log.Warn("send turn", "session", p.sessionID, "err", err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/cli/clienv"
+	"github.com/helmr-go/helmr/internal/cli/version"
 	"github.com/helmr-go/helmr/internal/controlplane"
 	"github.com/helmr-go/helmr/internal/obs"
 	"github.com/spf13/pflag"
@@ -179,7 +180,13 @@ func Start(ctx context.Context, o *Options, logw io.Writer) (*Running, error) {
 	if err != nil {
 		return nil, err
 	}
-	cp, err := controlplane.Open(ctx, controlplane.Config{DataDir: o.DataDir, Database: o.Database, Synchronous: o.Synchronous, Logger: log, TurnLogger: turnLog,
+	// Tracing is configured by the standard OTEL_* variables, off unless
+	// they ask for it (docs/observability.md).
+	tracer, err := obs.NewTracer(ctx, os.Getenv, version.Current().Version)
+	if err != nil {
+		return nil, err
+	}
+	cp, err := controlplane.Open(ctx, controlplane.Config{DataDir: o.DataDir, Database: o.Database, Synchronous: o.Synchronous, Logger: log, TurnLogger: turnLog, Tracer: tracer,
 		ReconnectWindow: o.ReconnectWindow, ReattachWindow: o.ReattachWindow, PublicURL: o.PublicURL,
 		MinFreeBytes: o.MinFreeBytes, UnsafeNoSandbox: o.UnsafeNoSandbox, RequireLimits: o.RequireLimits, NodeID: o.NodeID, LeaseTTL: o.LeaseTTL,
 		ComputersDir: o.ComputersDir, HistoryRetention: retention, ImplicitComputerGrace: grace})

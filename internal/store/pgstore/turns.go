@@ -13,13 +13,13 @@ import (
 )
 
 const turnCols = `id, session_id, sequence, status, input, source, created_at, started_at, terminal_at,
- result, response, response_staged, error_code, error_message, output_bytes, last_op, waited, messaged, interrupt_requested, payload_expired_at`
+ result, response, response_staged, error_code, error_message, output_bytes, last_op, waited, messaged, interrupt_requested, payload_expired_at, trace_parent`
 
 func scanTurn(row pgx.Row) (*store.Turn, error) {
 	var t store.Turn
 	var input, source, result, response []byte
 	if err := row.Scan(&t.ID, &t.SessionID, &t.Sequence, &t.Status, &input, &source, &t.CreatedAt, &t.StartedAt, &t.TerminalAt,
-		&result, &response, &t.ResponseStaged, &t.ErrorCode, &t.ErrorMessage, &t.OutputBytes, &t.LastOp, &t.Waited, &t.Messaged, &t.InterruptRequested, &t.PayloadExpiredAt); err != nil {
+		&result, &response, &t.ResponseStaged, &t.ErrorCode, &t.ErrorMessage, &t.OutputBytes, &t.LastOp, &t.Waited, &t.Messaged, &t.InterruptRequested, &t.PayloadExpiredAt, &t.TraceParent); err != nil {
 		return nil, err
 	}
 	t.Input, t.Source, t.Result, t.Response = raw(input), raw(source), raw(result), raw(response)
@@ -38,11 +38,11 @@ func (t *tx) InsertTurn(ctx context.Context, tr *store.Turn) error {
 	}
 	var seq int64
 	err := t.row(ctx, tr.SessionID, `INSERT INTO turns(`+turnCols+`)
- SELECT $1, $2, COALESCE(NULLIF($3::bigint, 0), MAX(sequence) + 1, 1), $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20
+ SELECT $1, $2, COALESCE(NULLIF($3::bigint, 0), MAX(sequence) + 1, 1), $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21
  FROM turns WHERE session_id = $2 ON CONFLICT DO NOTHING RETURNING sequence`,
 		tr.ID, tr.SessionID, tr.Sequence, tr.Status, blob(tr.Input), blob(tr.Source), tr.CreatedAt,
 		tr.StartedAt, tr.TerminalAt, blob(tr.Result), blob(tr.Response), tr.ResponseStaged,
-		tr.ErrorCode, tr.ErrorMessage, tr.OutputBytes, tr.LastOp, tr.Waited, tr.Messaged, tr.InterruptRequested, tr.PayloadExpiredAt).Scan(&seq)
+		tr.ErrorCode, tr.ErrorMessage, tr.OutputBytes, tr.LastOp, tr.Waited, tr.Messaged, tr.InterruptRequested, tr.PayloadExpiredAt, tr.TraceParent).Scan(&seq)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.ErrDuplicate
 	}

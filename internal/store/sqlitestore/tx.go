@@ -298,7 +298,7 @@ func (t *tx) SessionsWithWork(ctx context.Context) ([]string, error) {
 }
 
 const turnCols = `id, session_id, sequence, status, input, source, created_at, started_at, terminal_at,
- result, response, response_staged, error_code, error_message, output_bytes, last_op, waited, messaged, interrupt_requested, payload_expired_at`
+ result, response, response_staged, error_code, error_message, output_bytes, last_op, waited, messaged, interrupt_requested, payload_expired_at, trace_parent`
 
 func scanTurn(sc interface{ Scan(...any) error }) (*store.Turn, error) {
 	var t store.Turn
@@ -307,7 +307,7 @@ func scanTurn(sc interface{ Scan(...any) error }) (*store.Turn, error) {
 	var input, source, result, response []byte
 	var staged, waited, messaged, interrupt int
 	if err := sc.Scan(idDest{&t.ID}, idDest{&t.SessionID}, &t.Sequence, &t.Status, &input, &source, &created, &started, &terminal,
-		&result, &response, &staged, &t.ErrorCode, &t.ErrorMessage, &t.OutputBytes, &t.LastOp, &waited, &messaged, &interrupt, &expired); err != nil {
+		&result, &response, &staged, &t.ErrorCode, &t.ErrorMessage, &t.OutputBytes, &t.LastOp, &waited, &messaged, &interrupt, &expired, &t.TraceParent); err != nil {
 		return nil, err
 	}
 	t.Input, t.Source, t.Result, t.Response = raw(input), raw(source), raw(result), raw(response)
@@ -342,11 +342,11 @@ func (t *tx) InsertTurn(ctx context.Context, tr *store.Turn) error {
 		}
 		seq = n + 1
 	}
-	err := t.exec(ctx, `INSERT INTO turns(`+turnCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	err := t.exec(ctx, `INSERT INTO turns(`+turnCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		id(tr.ID), id(tr.SessionID), seq, tr.Status, blob(tr.Input), blob(tr.Source), micros(tr.CreatedAt),
 		nullMicros(tr.StartedAt), nullMicros(tr.TerminalAt), blob(tr.Result), blob(tr.Response), boolInt(tr.ResponseStaged),
 		tr.ErrorCode, tr.ErrorMessage, tr.OutputBytes, tr.LastOp, boolInt(tr.Waited), boolInt(tr.Messaged), boolInt(tr.InterruptRequested),
-		nullMicros(tr.PayloadExpiredAt))
+		nullMicros(tr.PayloadExpiredAt), tr.TraceParent)
 	if err == nil {
 		tr.Sequence = seq
 	}

@@ -30,6 +30,7 @@ func testTurns(t *testing.T, s store.Store) {
 		Waited:             true,
 		Messaged:           true,
 		InterruptRequested: true,
+		TraceParent:        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
 	}
 	// Nil JSON and nil times stay nil.
 	minimal := &store.Turn{ID: "turn-2", SessionID: "ses-1", Sequence: 2, Status: "queued", CreatedAt: at(13)}
@@ -82,6 +83,8 @@ func testTurns(t *testing.T, s store.Store) {
 
 func testUpdateTurn(t *testing.T, s store.Store) {
 	tr := newTurn("ses-1", "turn-1", 1, "queued")
+	// The trace context is written at admission and kept by every update.
+	tr.TraceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	sibling := newTurn("ses-1", "turn-2", 2, "queued")
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
 		wantOK(t, "InsertTurn", tx.InsertTurn(ctx, tr))

@@ -38,6 +38,18 @@ export interface Msg {
   outcome?: WaitOutcome
   call_id?: string
   mcp?: { scope?: unknown; tool?: string; args?: unknown }
+  spans?: Span[]
+}
+
+/** A finished span of a traced Turn, sent in a `spans` message (docs/protocol.md). */
+export interface Span {
+  span_id: string
+  parent_span_id?: string
+  name: string
+  start: string
+  end: string
+  attributes?: Record<string, string | number | boolean>
+  error?: string
 }
 
 export interface Welcome {
@@ -58,6 +70,8 @@ export interface TurnStart {
   input: unknown
   source: Record<string, unknown>
   deadline?: string
+  /** The Turn span's W3C trace context, when the control plane traces the Turn. */
+  traceparent?: string
 }
 
 export interface InboundMessage { id: string; content: unknown[]; source: Record<string, unknown> }

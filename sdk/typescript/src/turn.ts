@@ -4,6 +4,7 @@
  * the staged response, messages one at a time, and cancellation callbacks.
  */
 import { AsyncLocalStorage } from "node:async_hooks"
+import { randomBytes } from "node:crypto"
 import { HelmrError, errorBody } from "./errors.js"
 import type { Connection, Msg, TurnStart, WaitOutcome } from "./protocol.js"
 import { checkContentSize, encodedSize, limits, parseInputContent, toContent, byteLength, encodeJSON } from "./content.js"
@@ -137,6 +138,7 @@ export class TurnRuntime {
   private readonly msgQueue: Message[] = []
   private readonly msgSeen = new Set<string>()
   private pumping = false
+  private readonly startedAt = new Date()
 
   constructor(start: TurnStart, readonly info: SessionInfo) {
     this.id = start.id
@@ -404,6 +406,16 @@ export class TurnRuntime {
       if (this.response !== undefined) m.response = this.response
     } else {
       m.error = errorBody(err, "handler_failed")
+    }
+    if (this.start.traceparent) {
+      // A traced Turn: its handler's span, shipped before the settle (the
+      // control plane exports it in the Turn's trace).
+      this.info.conn.write({ type: "spans", turn_id: this.id, spans: [{
+        span_id: randomBytes(8).toString("hex"), name: "helmr.turn.handler",
+        start: this.startedAt.toISOString(), end: new Date().toISOString(),
+        attributes: { "helmr.turn.status": status },
+        ...(m.error ? { error: m.error.code } : {}),
+      }] })
     }
     return this.op(m, { untilAck: true })
   }

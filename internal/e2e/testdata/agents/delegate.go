@@ -8,11 +8,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/helmr-go/helmr"
 	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/timers"
 )
 
 // Runtime MCP test agents. driver connects to its runtime MCP server with
@@ -30,6 +32,9 @@ type driveInput struct {
 	// the value at the dotted path (keys, or indexes in arrays) of call
 	// N's result.
 	Calls []driveCall `json:"calls,omitempty"`
+	// Trace starts a span of agent code ("e2e.work") in which the Turn
+	// writes output, waits on a timer and makes its calls.
+	Trace bool `json:"trace,omitempty"`
 }
 
 type driveCall struct {
@@ -55,8 +60,20 @@ type driveResult struct {
 	Calls  []callResult  `json:"calls"`
 }
 
-func drive(ctx context.Context, t *helmr.Turn[driveInput], ac *helmr.AgentContext[struct{}]) (driveResult, error) {
+func drive(ctx context.Context, t *helmr.Turn[driveInput], ac *helmr.AgentContext[struct{}]) (res driveResult, err error) {
 	var out driveResult
+	if t.Input.Trace {
+		var sp *helmr.Span
+		ctx, sp = helmr.StartSpan(ctx, "e2e.work")
+		sp.SetAttribute("e2e.calls", len(t.Input.Calls))
+		defer func() { sp.SetError(err); sp.End() }()
+		if _, err := t.Output.Write(ctx, "traced\n"); err != nil {
+			return out, err
+		}
+		if err := timers.WaitFor(ctx, 20*time.Millisecond, timers.Options{IdleTimeout: "1s"}); err != nil {
+			return out, err
+		}
+	}
 	for name, body := range t.Input.Write {
 		if err := os.WriteFile(filepath.Join(workspace(), name), []byte(body), 0o644); err != nil {
 			return out, err

@@ -1,0 +1,5 @@
+-- The PostgreSQL form of the SQLite store's 0024_turn_trace: a Turn's
+-- trace context, the W3C traceparent of the span that admitted it, empty
+-- when tracing was off (docs/observability.md).
+
+ALTER TABLE turns ADD COLUMN trace_parent TEXT NOT NULL DEFAULT '';
