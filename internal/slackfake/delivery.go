@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,6 +43,29 @@ func (f *Fake) acked(envelopeID string) {
 		w.once.Do(func() { close(w.ch) })
 	}
 }
+
+// Delivery is one attempt to deliver an event or interaction to the app.
+type Delivery struct {
+	Kind        string    // "events_api" or "interactive"
+	Type        string    // inner event type ("message", "app_mention") or "block_actions"
+	EventID     string    // the event's event_id, the same on every retry; "" for interactions
+	Attempt     int       // 0 for the first delivery, then 1..3 for retries
+	RetryReason string    // why this attempt is a retry ("timeout", "http_error", "http_timeout", …)
+	Transport   string    // "socket", "http", or "" when nobody was there to deliver to
+	Acked       bool      // acknowledged (Socket Mode ack, or a 2xx answer)
+	At          time.Time // when the attempt started
+}
+
+// Deliveries returns every delivery attempt so far, in order of their
+// ends (echoes of the bot's own messages included).
+func (f *Fake) Deliveries() []Delivery {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.deliveries)
+}
+
+// deliveryMeta names a delivery for Deliveries.
+type deliveryMeta struct{ kind, typ, eventID string }
 
 // DeliverOptions shape a raw signed-HTTP delivery.
 type DeliverOptions struct {
@@ -147,7 +171,8 @@ func (f *Fake) Say(ctx context.Context, channel, threadTS, userID, text string) 
 		ev["thread_ts"] = threadTS
 		ev["parent_user_id"] = parentUser
 	}
-	if err := f.deliver(ctx, kindEvents, f.eventCallback(ev), true); err != nil {
+	body, meta := f.eventCallback(ev)
+	if err := f.deliver(ctx, meta, body, true); err != nil {
 		return ts, err
 	}
 	if !strings.Contains(text, "<@"+botUserID+">") {
@@ -158,7 +183,8 @@ func (f *Fake) Say(ctx context.Context, channel, threadTS, userID, text string) 
 	if threadTS != "" {
 		mention["thread_ts"] = threadTS
 	}
-	return ts, f.deliver(ctx, kindEvents, f.eventCallback(mention), true)
+	body, meta = f.eventCallback(mention)
+	return ts, f.deliver(ctx, meta, body, true)
 }
 
 // Click is a person (userID) clicking a button (block_actions) in the bot's
@@ -211,13 +237,15 @@ func (f *Fake) Click(ctx context.Context, userID, channel, messageTS, actionID, 
 		"team":       map[string]any{"id": teamID, "domain": teamDomain}, "enterprise": nil, "is_enterprise_install": false,
 		"channel":      map[string]any{"id": channel, "name": channelName},
 		"state":        map[string]any{"values": map[string]any{}},
-		"response_url": f.srv.URL + "/actions/" + channel + "/" + m.TS + "/" + randomHex(8),
 		"actions":      []any{action}}
 	if !m.Ephemeral {
 		payload["message"] = messageJSON(m)
 	}
+	f.mu.Lock()
+	payload["response_url"] = f.newResponseURLLocked(channel, m.TS, userID)
+	f.mu.Unlock()
 	b, _ := json.Marshal(payload)
-	return f.deliver(ctx, kindInteractive, b, false)
+	return f.deliver(ctx, deliveryMeta{kind: kindInteractive, typ: "block_actions"}, b, false)
 }
 
 // action is a clickable element found in a message's blocks.
@@ -281,22 +309,24 @@ func (f *Fake) echoLocked(m Message) {
 	ev := messageJSON(m)
 	ev["channel"], ev["event_ts"], ev["channel_type"] = m.Channel, m.TS, channelType(m.Channel)
 	ev["bot_profile"] = map[string]any{"id": botID, "app_id": appID, "name": botName, "team_id": teamID}
-	body := f.eventCallback(ev)
+	body, meta := f.eventCallback(ev)
 	if f.ctx.Err() != nil {
 		return
 	}
-	f.wg.Go(func() { _ = f.deliver(f.ctx, kindEvents, body, false) })
+	f.wg.Go(func() { _ = f.deliver(f.ctx, meta, body, false) })
 }
 
 // eventCallback wraps an inner event in the Events API envelope
 // (type event_callback) with a fresh event_id.
-func (f *Fake) eventCallback(inner map[string]any) []byte {
+func (f *Fake) eventCallback(inner map[string]any) ([]byte, deliveryMeta) {
+	id := randomID("Ev0")
 	b, _ := json.Marshal(map[string]any{"token": f.verificationToken, "team_id": teamID, "context_team_id": teamID,
-		"api_app_id": appID, "event": inner, "type": "event_callback", "event_id": randomID("Ev0"),
+		"api_app_id": appID, "event": inner, "type": "event_callback", "event_id": id,
 		"event_time": time.Now().Unix(), "is_ext_shared_channel": false, "event_context": "4-" + randomHex(20),
 		"authorizations": []any{map[string]any{"enterprise_id": nil, "team_id": teamID, "user_id": botUserID,
 			"is_bot": true, "is_enterprise_install": false}}})
-	return b
+	typ, _ := inner["type"].(string)
+	return b, deliveryMeta{kind: kindEvents, typ: typ, eventID: id}
 }
 
 var mentionRE = regexp.MustCompile(`<@([A-Z0-9]+)>`)
@@ -324,7 +354,7 @@ func richText(text string) []any {
 // client is connected, else as a signed POST to the Request URL; with
 // retries, up to maxRetries more attempts with the same payload (so the
 // same event_id), as Slack retries events.
-func (f *Fake) deliver(ctx context.Context, kind string, payload []byte, retry bool) error {
+func (f *Fake) deliver(ctx context.Context, meta deliveryMeta, payload []byte, retry bool) error {
 	attempts := 1
 	if retry {
 		attempts += maxRetries
@@ -341,7 +371,12 @@ func (f *Fake) deliver(ctx context.Context, kind string, payload []byte, retry b
 	var reason string
 	var why []string
 	for a := range attempts {
-		ok, r, stop := f.attempt(ctx, kind, payload, a, reason, w, &envelopes)
+		d := Delivery{Kind: meta.kind, Type: meta.typ, EventID: meta.eventID, Attempt: a, RetryReason: reason, At: time.Now()}
+		ok, r, stop := f.attempt(ctx, meta.kind, payload, a, reason, w, &envelopes, &d)
+		d.Acked = ok
+		f.mu.Lock()
+		f.deliveries = append(f.deliveries, d)
+		f.mu.Unlock()
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -354,12 +389,12 @@ func (f *Fake) deliver(ctx context.Context, kind string, payload []byte, retry b
 			break
 		}
 	}
-	return fmt.Errorf("%w: %s delivery, attempts: %s", ErrNotAcknowledged, kind, strings.Join(why, ", "))
+	return fmt.Errorf("%w: %s %s delivery, attempts: %s", ErrNotAcknowledged, meta.kind, meta.typ, strings.Join(why, ", "))
 }
 
 // attempt is one delivery attempt; it reports whether it was acknowledged,
 // the retry reason if not, and whether the app asked for no retries.
-func (f *Fake) attempt(ctx context.Context, kind string, payload []byte, attempt int, reason string, w *ackWait, envelopes *[]string) (ok bool, why string, stop bool) {
+func (f *Fake) attempt(ctx context.Context, kind string, payload []byte, attempt int, reason string, w *ackWait, envelopes *[]string, d *Delivery) (ok bool, why string, stop bool) {
 	f.mu.Lock()
 	timeout := f.ackTimeout
 	f.mu.Unlock()
@@ -375,8 +410,10 @@ func (f *Fake) attempt(ctx context.Context, kind string, payload []byte, attempt
 		f.mu.Unlock()
 		switch {
 		case s != nil:
+			d.Transport = "socket"
 			return f.socketAttempt(ctx, s, kind, payload, attempt, reason, w, envelopes, deadline)
 		case target != "":
+			d.Transport = "http"
 			return f.httpAttempt(ctx, target, kind, payload, attempt, reason, deadline)
 		}
 		// Nobody to deliver to (a Socket Mode client may be reconnecting):

@@ -85,6 +85,8 @@ type Fake struct {
 	ackTimeout       time.Duration
 	pingInterval     time.Duration
 	echoBot          bool
+	responseURLs     map[string]*responseURL // by token
+	deliveries       []Delivery
 }
 
 // post is one message in a channel, a person's or the bot's.
@@ -101,6 +103,7 @@ type Message struct {
 	Edits                             []string // texts of earlier versions, oldest first
 	Ephemeral                         bool
 	EphemeralUser                     string
+	Deleted                           bool // removed by chat.delete or a response_url delete_original
 }
 
 // Failure is one injected Web API failure.
@@ -132,12 +135,14 @@ func Start(t testing.TB) *Fake {
 		calls:             map[string][]time.Time{},
 		tickets:           map[string]bool{},
 		acks:              map[string]*ackWait{},
+		responseURLs:      map[string]*responseURL{},
 		ackTimeout:        defaultAckTimeout,
 		pingInterval:      defaultPing,
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/api/{method}", f.serveAPI)
 	mux.HandleFunc("/link/", f.serveSocket)
+	mux.HandleFunc("POST /actions/{token}", f.serveResponseURL)
 	f.srv = httptest.NewServer(mux)
 	t.Cleanup(f.close)
 	return f

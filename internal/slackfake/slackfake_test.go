@@ -403,6 +403,23 @@ func TestSocketModeRetry(t *testing.T) {
 			t.Fatalf("attempt %d: %+v", attempt, r.req)
 		}
 	}
+	ds := f.Deliveries()
+	if len(ds) != 7 {
+		t.Fatalf("deliveries %+v", ds)
+	}
+	for i, d := range ds {
+		attempt, acked := i, i == 2
+		if i >= 3 {
+			attempt, acked = i-3, false
+		}
+		if d.Attempt != attempt || d.Acked != acked || d.Transport != "socket" || d.Type != "message" || d.EventID != ds[i-attempt].EventID ||
+			(attempt > 0) != (d.RetryReason == "timeout") {
+			t.Fatalf("delivery %d: %+v", i, d)
+		}
+	}
+	if ds[0].EventID == ds[3].EventID {
+		t.Fatal("two messages share an event_id")
+	}
 }
 
 // httpApp is an app behind Request URLs: it verifies every request with
@@ -802,5 +819,126 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met in 15 s")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestThreadsAndDeletes(t *testing.T) {
+	f, api := setup(t)
+	ctx := ctxT(t)
+	got := make(chan string, 10)
+	runSocketApp(t, f, func(c *socketmode.Client, e socketmode.Event) {
+		if e.Type == socketmode.EventTypeEventsAPI {
+			_ = c.Ack(*e.Request)
+			got <- e.Data.(slackevents.EventsAPIEvent).InnerEvent.Type
+		}
+	})
+	root, err := f.Say(ctx, "C1", "", "U1", "<@"+f.BotUserID()+"> help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, bts, err := api.PostMessageContext(ctx, "C1", slack.MsgOptionText("sure", false), slack.MsgOptionTS(root))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Say(ctx, "C1", root, "U1", "thanks"); err != nil {
+		t.Fatal(err)
+	}
+	_, other, err := api.PostMessageContext(ctx, "C1", slack.MsgOptionText("top level", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	msgs, more, _, err := api.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{ChannelID: "C1", Timestamp: root})
+	if err != nil || more || len(msgs) != 3 {
+		t.Fatalf("replies %d %v %v", len(msgs), more, err)
+	}
+	if msgs[0].Timestamp != root || msgs[0].ReplyCount != 2 || msgs[1].Timestamp != bts || msgs[1].BotID == "" || msgs[2].Text != "thanks" || msgs[2].User != "U1" {
+		t.Fatalf("replies %+v", msgs)
+	}
+	hist, err := api.GetConversationHistoryContext(ctx, &slack.GetConversationHistoryParameters{ChannelID: "C1"})
+	if err != nil || len(hist.Messages) != 2 || hist.Messages[0].Timestamp != other || hist.Messages[1].Timestamp != root {
+		t.Fatalf("history %+v %v", hist, err)
+	}
+	link, err := api.GetPermalinkContext(ctx, &slack.PermalinkParameters{Channel: "C1", Ts: bts})
+	if err != nil || !strings.Contains(link, "/archives/C1/p"+strings.ReplaceAll(bts, ".", "")) {
+		t.Fatalf("permalink %q %v", link, err)
+	}
+
+	if _, _, err := api.DeleteMessageContext(ctx, "C1", root); slackCode(err) != "cant_delete_message" {
+		t.Fatalf("deleting a person's message: %v", err)
+	}
+	if _, _, err := api.DeleteMessageContext(ctx, "C1", bts); err != nil {
+		t.Fatal(err)
+	}
+	if m := f.Messages("C1")[0]; m.TS != bts || !m.Deleted {
+		t.Fatalf("deleted %+v", m)
+	}
+	if _, _, _, err := api.UpdateMessageContext(ctx, "C1", bts, slack.MsgOptionText("x", false)); slackCode(err) != "message_not_found" {
+		t.Fatalf("update of a deleted message: %v", err)
+	}
+	if msgs, _, _, _ := api.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{ChannelID: "C1", Timestamp: root}); len(msgs) != 2 {
+		t.Fatalf("replies after delete %d", len(msgs))
+	}
+	for range 3 { // message + app_mention, then the reply
+		<-got
+	}
+}
+
+func TestResponseURL(t *testing.T) {
+	f, api := setup(t)
+	ctx := ctxT(t)
+	_, ts, err := api.PostMessageContext(ctx, "C1", slack.MsgOptionText("Deploy?", false), slack.MsgOptionBlocks(approvalBlocks("Deploy?")...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clicks := make(chan slack.InteractionCallback, 1)
+	runSocketApp(t, f, func(c *socketmode.Client, e socketmode.Event) {
+		if e.Type == socketmode.EventTypeInteractive {
+			_ = c.Ack(*e.Request)
+			clicks <- e.Data.(slack.InteractionCallback)
+		}
+	})
+	if err := f.Click(ctx, "U1", "C1", ts, "approve", "yes"); err != nil {
+		t.Fatal(err)
+	}
+	cb := <-clicks
+	// Ephemeral by default, then in the channel's thread, then the original replaced.
+	if _, _, err := api.PostMessageContext(ctx, "", slack.MsgOptionResponseURL(cb.ResponseURL, ""), slack.MsgOptionText("only you see this", false)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := api.PostMessageContext(ctx, "", slack.MsgOptionResponseURL(cb.ResponseURL, slack.ResponseTypeInChannel), slack.MsgOptionText("approved by ada", false), slack.MsgOptionTS(ts)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := api.PostMessageContext(ctx, "", slack.MsgOptionReplaceOriginal(cb.ResponseURL), slack.MsgOptionText("Deploy? Approved", false)); err != nil {
+		t.Fatal(err)
+	}
+	msgs := f.Messages("C1")
+	if len(msgs) != 3 {
+		t.Fatalf("messages %+v", msgs)
+	}
+	if m := msgs[0]; m.Text != "Deploy? Approved" || string(m.Blocks) != "[]" || len(m.Edits) != 1 {
+		t.Fatalf("replaced original %+v", m)
+	}
+	if m := msgs[1]; !m.Ephemeral || m.EphemeralUser != "U1" || m.Text != "only you see this" {
+		t.Fatalf("ephemeral response %+v", m)
+	}
+	if m := msgs[2]; m.Ephemeral || m.ThreadTS != ts || m.Text != "approved by ada" {
+		t.Fatalf("in_channel response %+v", m)
+	}
+	if _, _, err := api.PostMessageContext(ctx, "", slack.MsgOptionDeleteOriginal(cb.ResponseURL)); err != nil {
+		t.Fatal(err)
+	}
+	if !f.Messages("C1")[0].Deleted {
+		t.Fatal("delete_original kept the message")
+	}
+	// Five uses, as Slack allows; the sixth is refused.
+	_, _, err = api.PostMessageContext(ctx, "", slack.MsgOptionResponseURL(cb.ResponseURL, ""), slack.MsgOptionText("5", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = api.PostMessageContext(ctx, "", slack.MsgOptionResponseURL(cb.ResponseURL, ""), slack.MsgOptionText("6", false))
+	var sc slack.StatusCodeError
+	if !errors.As(err, &sc) || sc.Code != http.StatusNotFound || f.Calls("response_url") != 6 {
+		t.Fatalf("sixth use: %v, calls %d", err, f.Calls("response_url"))
 	}
 }
