@@ -139,8 +139,9 @@ func (f *Fake) VerifyURL(ctx context.Context) error {
 // Say is a person (userID) posting text in channel, in the thread of
 // threadTS ("" = top level): a message event, and an app_mention event too
 // when text contains "<@BOTUSERID>", each delivered (and retried) until
-// acknowledged. It returns the new message's ts; the error says when a
-// delivery was never acknowledged.
+// acknowledged. text is as Slack sends it: mentions as <@U…>, and &, <, >
+// of typed text escaped as &amp; &lt; &gt;. It returns the new message's
+// ts; the error says when a delivery was never acknowledged.
 func (f *Fake) Say(ctx context.Context, channel, threadTS, userID, text string) (ts string, err error) {
 	f.mu.Lock()
 	if _, ok := f.channels[channel]; !ok {
@@ -185,6 +186,37 @@ func (f *Fake) Say(ctx context.Context, channel, threadTS, userID, text string) 
 	}
 	body, meta = f.eventCallback(mention)
 	return ts, f.deliver(ctx, meta, body, true)
+}
+
+// Edit is a person changing the text of their message ts in channel: a
+// message event with subtype message_changed (the new message and the
+// previous one), delivered and retried like Say's.
+func (f *Fake) Edit(ctx context.Context, channel, ts, text string) error {
+	f.mu.Lock()
+	p := f.findLocked(channel, ts)
+	if p == nil || p.bot || p.msg.Deleted {
+		f.mu.Unlock()
+		return fmt.Errorf("%w: no person's message %s in %s", ErrUnknown, ts, channel)
+	}
+	prev := p.msg.clone()
+	p.msg.Edits = append(p.msg.Edits, p.msg.Text)
+	p.msg.Text = text
+	cur := p.msg.clone()
+	eventTS := f.nextTSLocked()
+	f.mu.Unlock()
+	show := func(m Message) map[string]any {
+		out := map[string]any{"type": "message", "user": m.User, "text": m.Text, "ts": m.TS, "team": teamID, "blocks": richText(m.Text)}
+		if m.ThreadTS != "" {
+			out["thread_ts"] = m.ThreadTS
+		}
+		return out
+	}
+	now := show(cur)
+	now["edited"] = map[string]any{"user": prev.User, "ts": eventTS}
+	ev := map[string]any{"type": "message", "subtype": "message_changed", "hidden": true, "channel": channel,
+		"ts": eventTS, "event_ts": eventTS, "channel_type": channelType(channel), "message": now, "previous_message": show(prev)}
+	body, meta := f.eventCallback(ev)
+	return f.deliver(ctx, meta, body, true)
 }
 
 // Click is a person (userID) clicking a button (block_actions) in the bot's
@@ -408,10 +440,15 @@ func (f *Fake) attempt(ctx context.Context, kind string, payload []byte, attempt
 		}
 		changed := f.changed
 		f.mu.Unlock()
+		d.Transport = ""
 		switch {
 		case s != nil:
 			d.Transport = "socket"
-			return f.socketAttempt(ctx, s, kind, payload, attempt, reason, w, envelopes, deadline)
+			ok, why, stop, sent := f.socketAttempt(ctx, s, kind, payload, attempt, reason, w, envelopes, deadline)
+			if sent || time.Now().After(deadline) {
+				return ok, why, stop
+			}
+			continue // the connection broke under the write: try another, or wait for one
 		case target != "":
 			d.Transport = "http"
 			return f.httpAttempt(ctx, target, kind, payload, attempt, reason, deadline)
@@ -434,7 +471,9 @@ func (f *Fake) attempt(ctx context.Context, kind string, payload []byte, attempt
 	}
 }
 
-func (f *Fake) socketAttempt(ctx context.Context, s *socket, kind string, payload []byte, attempt int, reason string, w *ackWait, envelopes *[]string, deadline time.Time) (bool, string, bool) {
+// socketAttempt sends one envelope and waits for its ack; sent is false
+// when the write failed (the connection is then closed).
+func (f *Fake) socketAttempt(ctx context.Context, s *socket, kind string, payload []byte, attempt int, reason string, w *ackWait, envelopes *[]string, deadline time.Time) (ok bool, why string, stop, sent bool) {
 	id := uuid.NewString()
 	f.mu.Lock()
 	f.acks[id] = w
@@ -446,19 +485,20 @@ func (f *Fake) socketAttempt(ctx context.Context, s *socket, kind string, payloa
 	}
 	b, _ := json.Marshal(env)
 	if err := s.write(b); err != nil {
-		return false, "timeout", false
+		s.cancel()
+		return false, "timeout", false, false
 	}
 	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	select {
 	case <-w.ch:
-		return true, "", false
+		return true, "", false, true
 	case <-t.C:
-		return false, "timeout", false
+		return false, "timeout", false, true
 	case <-s.ctx.Done():
-		return false, "timeout", false
+		return false, "timeout", false, true
 	case <-ctx.Done():
-		return false, "", true
+		return false, "", true, true
 	}
 }
 

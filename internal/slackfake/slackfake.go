@@ -86,6 +86,8 @@ type Fake struct {
 	pingInterval     time.Duration
 	echoBot          bool
 	responseURLs     map[string]*responseURL // by token
+	limits           map[string]rateLimit
+	served           map[string][]time.Time // per method, calls that were not refused by a limit
 	deliveries       []Delivery
 }
 
@@ -136,6 +138,8 @@ func Start(t testing.TB) *Fake {
 		tickets:           map[string]bool{},
 		acks:              map[string]*ackWait{},
 		responseURLs:      map[string]*responseURL{},
+		limits:            map[string]rateLimit{},
+		served:            map[string][]time.Time{},
 		ackTimeout:        defaultAckTimeout,
 		pingInterval:      defaultPing,
 	}
@@ -294,6 +298,45 @@ func (f *Fake) FailNext(method string, fs ...Failure) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.failures[method] = append(f.failures[method], fs...)
+}
+
+// SetRateLimit makes a Web API method refuse calls beyond calls per
+// window, as Slack's rate limit tiers do: HTTP 429 with Retry-After (whole
+// seconds until a call leaves the window) and error "ratelimited". calls 0
+// removes the limit. Refused calls do not use up the window.
+func (f *Fake) SetRateLimit(method string, calls int, per time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if calls <= 0 {
+		delete(f.limits, method)
+		return
+	}
+	f.limits[method] = rateLimit{calls: calls, per: per}
+}
+
+// rateLimit is a method's limit: at most calls per window.
+type rateLimit struct {
+	calls int
+	per   time.Duration
+}
+
+// limitedLocked says whether a call of method now exceeds its rate limit,
+// and if so for how long; otherwise it counts the call. f.mu must be held.
+func (f *Fake) limitedLocked(method string, now time.Time) (time.Duration, bool) {
+	l, ok := f.limits[method]
+	if !ok {
+		return 0, false
+	}
+	recent := f.served[method]
+	for len(recent) > 0 && now.Sub(recent[0]) >= l.per {
+		recent = recent[1:]
+	}
+	f.served[method] = recent
+	if len(recent) >= l.calls {
+		return recent[0].Add(l.per).Sub(now), true
+	}
+	f.served[method] = append(recent, now)
+	return 0, false
 }
 
 // Calls is how many calls a Web API method got, failed ones included.

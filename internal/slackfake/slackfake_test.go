@@ -942,3 +942,94 @@ func TestResponseURL(t *testing.T) {
 		t.Fatalf("sixth use: %v, calls %d", err, f.Calls("response_url"))
 	}
 }
+
+func TestRateLimit(t *testing.T) {
+	f, api := setup(t)
+	ctx := ctxT(t)
+	f.SetRateLimit("chat.postMessage", 2, 2*time.Second)
+	for i := range 2 {
+		if _, _, err := api.PostMessageContext(ctx, "C1", slack.MsgOptionText(strconv.Itoa(i), false)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, _, err := api.PostMessageContext(ctx, "C1", slack.MsgOptionText("third", false))
+	var rl *slack.RateLimitedError
+	if !errors.As(err, &rl) || rl.RetryAfter < time.Second || rl.RetryAfter > 2*time.Second {
+		t.Fatalf("third call in the window: %v", err)
+	}
+	// A client that honours Retry-After gets through once the window moves.
+	retrying := client(t, f, slack.OptionRetryConfig(slack.RetryConfig{MaxRetries: 2}))
+	if _, _, err := retrying.PostMessageContext(ctx, "C1", slack.MsgOptionText("third", false)); err != nil {
+		t.Fatal(err)
+	}
+	times := f.CallTimes("chat.postMessage")
+	if n := len(f.Messages("C1")); n != 3 || len(times) < 5 || times[len(times)-1].Sub(times[0]) < 2*time.Second {
+		t.Fatalf("%d messages, calls at %v", n, times)
+	}
+	f.SetRateLimit("chat.postMessage", 0, 0)
+	for range 3 {
+		if _, _, err := api.PostMessageContext(ctx, "C1", slack.MsgOptionText("free", false)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestEdit(t *testing.T) {
+	f, _ := setup(t)
+	ctx := ctxT(t)
+	got := make(chan *slackevents.MessageEvent, 2)
+	runSocketApp(t, f, func(c *socketmode.Client, e socketmode.Event) {
+		if e.Type == socketmode.EventTypeEventsAPI {
+			_ = c.Ack(*e.Request)
+			got <- e.Data.(slackevents.EventsAPIEvent).InnerEvent.Data.(*slackevents.MessageEvent)
+		}
+	})
+	ts, err := f.Say(ctx, "C1", "", "U1", "deploy v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-got
+	if err := f.Edit(ctx, "C1", ts, "deploy v2"); err != nil {
+		t.Fatal(err)
+	}
+	e := <-got
+	if e.SubType != "message_changed" || e.Message == nil || e.Message.Timestamp != ts || e.Message.Text != "deploy v2" ||
+		e.PreviousMessage == nil || e.PreviousMessage.Text != "deploy v1" || e.TimeStamp == ts {
+		t.Fatalf("message_changed %+v", e)
+	}
+	if err := f.Edit(ctx, "C1", "1.000001", "x"); !errors.Is(err, slackfake.ErrUnknown) {
+		t.Fatalf("edit of an unknown message: %v", err)
+	}
+}
+
+// TestConcurrentSays: deliveries in flight at once are acked each by its
+// own envelope, and every message gets its own increasing ts.
+func TestConcurrentSays(t *testing.T) {
+	f, _ := setup(t)
+	ctx := ctxT(t)
+	runSocketApp(t, f, func(c *socketmode.Client, e socketmode.Event) {
+		if e.Type == socketmode.EventTypeEventsAPI {
+			go func() { _ = c.Ack(*e.Request) }() // acks out of order
+		}
+	})
+	const n = 20
+	var wg sync.WaitGroup
+	tss := make([]string, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() { tss[i], errs[i] = f.Say(ctx, "C1", "", "U1", "msg "+strconv.Itoa(i)) })
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	for i := range n {
+		if errs[i] != nil || seen[tss[i]] {
+			t.Fatalf("say %d: ts %q, %v", i, tss[i], errs[i])
+		}
+		seen[tss[i]] = true
+	}
+	for _, d := range f.Deliveries() {
+		if !d.Acked || d.Attempt != 0 {
+			t.Fatalf("delivery %+v", d)
+		}
+	}
+}

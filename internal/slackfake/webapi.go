@@ -31,12 +31,15 @@ type params map[string]string
 
 func (f *Fake) serveAPI(w http.ResponseWriter, r *http.Request) {
 	method := r.PathValue("method")
+	now := time.Now()
 	f.mu.Lock()
-	f.calls[method] = append(f.calls[method], time.Now())
+	f.calls[method] = append(f.calls[method], now)
 	var fail *Failure
 	if fs := f.failures[method]; len(fs) > 0 {
 		fail = &fs[0]
 		f.failures[method] = fs[1:]
+	} else if wait, limited := f.limitedLocked(method, now); limited {
+		fail = &Failure{Status: http.StatusTooManyRequests, RetryAfter: max(wait, time.Second), Error: "ratelimited"}
 	}
 	f.mu.Unlock()
 	if fail != nil {
