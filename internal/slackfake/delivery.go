@@ -139,7 +139,7 @@ func (f *Fake) VerifyURL(ctx context.Context) error {
 // Say is a person (userID) posting text in channel, in the thread of
 // threadTS ("" = top level): a message event, and an app_mention event too
 // when text contains "<@BOTUSERID>", each delivered (and retried) until
-// acknowledged. text is as Slack sends it: mentions as <@U…>, and &, <, >
+// acknowledged; nothing when the bot is not in the channel. text is as Slack sends it: mentions as <@U…>, and &, <, >
 // of typed text escaped as &amp; &lt; &gt;. It returns the new message's
 // ts; the error says when a delivery was never acknowledged.
 func (f *Fake) Say(ctx context.Context, channel, threadTS, userID, text string) (ts string, err error) {
@@ -163,7 +163,11 @@ func (f *Fake) Say(ctx context.Context, channel, threadTS, userID, text string) 
 	}
 	ts = f.nextTSLocked()
 	f.posts[channel] = append(f.posts[channel], &post{msg: Message{Channel: channel, TS: ts, ThreadTS: threadTS, Text: text, User: userID}})
+	outside := f.outside[channel]
 	f.mu.Unlock()
+	if outside {
+		return ts, nil // Slack sends the app nothing from a channel its bot is not in
+	}
 
 	ev := map[string]any{"client_msg_id": uuid.NewString(), "type": "message", "text": text, "user": userID,
 		"ts": ts, "blocks": richText(text), "team": teamID, "channel": channel, "event_ts": ts,

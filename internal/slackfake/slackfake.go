@@ -70,6 +70,7 @@ type Fake struct {
 	mu               sync.Mutex
 	users            map[string]string // id -> name
 	channels         map[string]string // id -> name
+	outside          map[string]bool   // channels the bot is not a member of
 	posts            map[string][]*post
 	versions         map[string][]Message // every version of every bot message, per channel, in order
 	changed          chan struct{}        // closed and replaced on every change a waiter may want
@@ -130,6 +131,7 @@ func Start(t testing.TB) *Fake {
 		verificationToken: randomHex(12),
 		users:             map[string]string{botUserID: botName},
 		channels:          map[string]string{},
+		outside:           map[string]bool{},
 		posts:             map[string][]*post{},
 		versions:          map[string][]Message{},
 		changed:           make(chan struct{}),
@@ -206,6 +208,40 @@ func (f *Fake) AddChannel(id, name string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.channels[id] = name
+	delete(f.outside, id)
+}
+
+// SetBotMember adds the bot to a channel added with AddChannel, or removes
+// it, as /invite and /kick do. Outside a channel the bot gets no events
+// from it and cannot post there (not_in_channel; a private channel or DM
+// is channel_not_found to it).
+func (f *Fake) SetBotMember(id string, member bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if member {
+		delete(f.outside, id)
+	} else {
+		f.outside[id] = true
+	}
+}
+
+// channelErrLocked is the error a Web API call about channel gets: ""
+// when the bot may use it, not_in_channel for a public channel it is not
+// in (when public is an error at all: reads of public channels' info
+// succeed), channel_not_found otherwise. f.mu must be held.
+func (f *Fake) channelErrLocked(channel string, readInfo bool) string {
+	if _, ok := f.channels[channel]; !ok {
+		return "channel_not_found"
+	}
+	switch {
+	case !f.outside[channel]:
+		return ""
+	case channelType(channel) != "channel":
+		return "channel_not_found"
+	case readInfo:
+		return ""
+	}
+	return "not_in_channel"
 }
 
 // SetEventsURL sets the Events API Request URL that HTTP deliveries go to

@@ -1033,3 +1033,43 @@ func TestConcurrentSays(t *testing.T) {
 		}
 	}
 }
+
+func TestBotMembership(t *testing.T) {
+	f, api := setup(t)
+	ctx := ctxT(t)
+	f.AddChannel("G1", "private")
+	got := make(chan string, 10)
+	runSocketApp(t, f, func(c *socketmode.Client, e socketmode.Event) {
+		if e.Type == socketmode.EventTypeEventsAPI {
+			_ = c.Ack(*e.Request)
+			got <- e.Data.(slackevents.EventsAPIEvent).InnerEvent.Data.(*slackevents.MessageEvent).Channel
+		}
+	})
+	f.SetBotMember("C1", false)
+	f.SetBotMember("G1", false)
+	if _, _, err := api.PostMessageContext(ctx, "C1", slack.MsgOptionText("x", false)); slackCode(err) != "not_in_channel" {
+		t.Fatalf("post in a public channel the bot left: %v", err)
+	}
+	if _, _, err := api.PostMessageContext(ctx, "G1", slack.MsgOptionText("x", false)); slackCode(err) != "channel_not_found" {
+		t.Fatalf("post in a private channel the bot left: %v", err)
+	}
+	if c, err := api.GetConversationInfoContext(ctx, &slack.GetConversationInfoInput{ChannelID: "C1"}); err != nil || c.IsMember {
+		t.Fatalf("conversations.info outside: %+v %v", c, err)
+	}
+	if _, err := f.Say(ctx, "C1", "", "U1", "<@"+f.BotUserID()+"> anyone?"); err != nil {
+		t.Fatal(err)
+	}
+	f.SetBotMember("C1", true)
+	if _, err := f.Say(ctx, "G1", "", "U1", "secret"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Say(ctx, "C1", "", "U1", "back"); err != nil {
+		t.Fatal(err)
+	}
+	if ch := <-got; ch != "C1" || len(f.Deliveries()) != 1 {
+		t.Fatalf("delivered from %s; deliveries %+v", ch, f.Deliveries())
+	}
+	if _, _, err := api.PostMessageContext(ctx, "C1", slack.MsgOptionText("x", false)); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -154,8 +154,8 @@ func (f *Fake) postMessage(p params, ephemeral bool) (map[string]any, *apiError)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, ok := f.channels[channel]; !ok {
-		return nil, &apiError{code: "channel_not_found"}
+	if code := f.channelErrLocked(channel, false); code != "" {
+		return nil, &apiError{code: code}
 	}
 	m := Message{Channel: channel, ThreadTS: p["thread_ts"], Text: p["text"], User: botUserID, Blocks: blocks, Ephemeral: ephemeral}
 	if ephemeral {
@@ -205,8 +205,8 @@ func (f *Fake) addBotPostLocked(m Message) Message {
 // in channel, for a change; notOwn is the error code when the message is a
 // person's. f.mu must be held.
 func (f *Fake) botMessageLocked(channel, ts, notOwn string) (*post, *apiError) {
-	if _, ok := f.channels[channel]; !ok {
-		return nil, &apiError{code: "channel_not_found"}
+	if code := f.channelErrLocked(channel, false); code != "" {
+		return nil, &apiError{code: code}
 	}
 	target := f.findLocked(channel, ts)
 	switch {
@@ -257,8 +257,8 @@ func (f *Fake) permalink(p params) (map[string]any, *apiError) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	channel, ts := p["channel"], p["message_ts"]
-	if _, ok := f.channels[channel]; !ok {
-		return nil, &apiError{code: "channel_not_found"}
+	if code := f.channelErrLocked(channel, false); code != "" {
+		return nil, &apiError{code: code}
 	}
 	if q := f.findLocked(channel, ts); q == nil || q.msg.Deleted || q.msg.Ephemeral {
 		return nil, &apiError{code: "message_not_found"}
@@ -273,8 +273,8 @@ func (f *Fake) replies(p params) (map[string]any, *apiError) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	channel, ts := p["channel"], p["ts"]
-	if _, ok := f.channels[channel]; !ok {
-		return nil, &apiError{code: "channel_not_found"}
+	if code := f.channelErrLocked(channel, false); code != "" {
+		return nil, &apiError{code: code}
 	}
 	parent := f.findLocked(channel, ts)
 	if parent == nil || parent.msg.Deleted || parent.msg.Ephemeral {
@@ -300,8 +300,8 @@ func (f *Fake) history(p params) (map[string]any, *apiError) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	channel := p["channel"]
-	if _, ok := f.channels[channel]; !ok {
-		return nil, &apiError{code: "channel_not_found"}
+	if code := f.channelErrLocked(channel, false); code != "" {
+		return nil, &apiError{code: code}
 	}
 	msgs := []any{}
 	ps := f.posts[channel]
@@ -382,13 +382,13 @@ func (f *Fake) conversationInfo(p params) (map[string]any, *apiError) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	id := p["channel"]
-	name, ok := f.channels[id]
-	if !ok {
-		return nil, &apiError{code: "channel_not_found"}
+	if code := f.channelErrLocked(id, true); code != "" {
+		return nil, &apiError{code: code}
 	}
+	name := f.channels[id]
 	typ := channelType(id)
 	c := map[string]any{"id": id, "name": name, "is_channel": typ == "channel", "is_group": typ == "group",
-		"is_im": typ == "im", "is_private": typ != "channel", "is_member": true, "is_archived": false,
+		"is_im": typ == "im", "is_private": typ != "channel", "is_member": !f.outside[id], "is_archived": false,
 		"context_team_id": teamID, "created": 1700000000}
 	return map[string]any{"channel": c}, nil
 }
