@@ -155,7 +155,7 @@ func (f *Fake) Say(ctx context.Context, channel, threadTS, userID, text string) 
 	parentUser := ""
 	if threadTS != "" {
 		parent := f.findLocked(channel, threadTS)
-		if parent == nil || parent.msg.ThreadTS != "" && parent.msg.ThreadTS != parent.msg.TS {
+		if parent == nil || parent.msg.Ephemeral || parent.msg.Deleted || parent.msg.ThreadTS != "" && parent.msg.ThreadTS != parent.msg.TS {
 			f.mu.Unlock()
 			return "", fmt.Errorf("%w: no top-level message %s in %s to reply to", ErrUnknown, threadTS, channel)
 		}
@@ -241,8 +241,10 @@ func (f *Fake) Click(ctx context.Context, userID, channel, messageTS, actionID, 
 	switch {
 	case !knownUser:
 		return fmt.Errorf("%w: user %q (AddUser it)", ErrUnknown, userID)
-	case p == nil || !p.bot:
+	case p == nil || !p.bot || m.Deleted:
 		return fmt.Errorf("%w: no bot message %s in %s", ErrUnknown, messageTS, channel)
+	case m.Ephemeral && m.EphemeralUser != userID:
+		return fmt.Errorf("%w: ephemeral message %s is shown to %s only", ErrUnknown, messageTS, m.EphemeralUser)
 	}
 	act, ok := findAction(m.Blocks, actionID)
 	if !ok {
@@ -407,6 +409,11 @@ func (f *Fake) deliver(ctx context.Context, meta deliveryMeta, payload []byte, r
 	var reason string
 	var why []string
 	for a := range attempts {
+		select {
+		case <-w.ch: // a late ack of the last attempt: no retry needed
+			return nil
+		default:
+		}
 		d := Delivery{Kind: meta.kind, Type: meta.typ, EventID: meta.eventID, Attempt: a, RetryReason: reason, At: time.Now()}
 		ok, r, stop := f.attempt(ctx, meta.kind, payload, a, reason, w, &envelopes, &d)
 		d.Acked = ok

@@ -1073,3 +1073,24 @@ func TestBotMembership(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLateAck: an ack of an earlier attempt that arrives while a retry
+// waits acknowledges the delivery.
+func TestLateAck(t *testing.T) {
+	f, _ := setup(t)
+	ctx := ctxT(t)
+	f.SetAckTimeout(400 * time.Millisecond)
+	runSocketApp(t, f, func(c *socketmode.Client, e socketmode.Event) {
+		if e.Type == socketmode.EventTypeEventsAPI && e.Request.RetryAttempt == 0 {
+			req := *e.Request
+			time.AfterFunc(600*time.Millisecond, func() { _ = c.Ack(req) }) // during the first retry's wait
+		}
+	})
+	if _, err := f.Say(ctx, "C1", "", "U1", "slow"); err != nil {
+		t.Fatal(err)
+	}
+	ds := f.Deliveries()
+	if len(ds) != 2 || ds[0].Acked || !ds[1].Acked || ds[1].Attempt != 1 {
+		t.Fatalf("deliveries %+v", ds)
+	}
+}
