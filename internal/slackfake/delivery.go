@@ -273,9 +273,9 @@ func (f *Fake) Click(ctx context.Context, userID, channel, messageTS, actionID, 
 		"api_app_id": appID, "token": f.verificationToken, "container": container,
 		"trigger_id": fmt.Sprintf("%d.%s", time.Now().UnixMilli(), randomHex(8)),
 		"team":       map[string]any{"id": teamID, "domain": teamDomain}, "enterprise": nil, "is_enterprise_install": false,
-		"channel":      map[string]any{"id": channel, "name": channelName},
-		"state":        map[string]any{"values": map[string]any{}},
-		"actions":      []any{action}}
+		"channel": map[string]any{"id": channel, "name": channelName},
+		"state":   map[string]any{"values": map[string]any{}},
+		"actions": []any{action}}
 	if !m.Ephemeral {
 		payload["message"] = messageJSON(m)
 	}
