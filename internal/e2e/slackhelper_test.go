@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/slackfake"
 )
 
@@ -15,7 +16,8 @@ import (
 // Slack: `helmr dev examples/slack-helper`, the app connected in Socket
 // Mode with mention agent "helper" and one mapped responder; a mention
 // opens a Session whose question shows as buttons in the thread, a click
-// on Approve answers it, and a reply in the thread is the next Turn.
+// on Approve answers it, and a reply in the thread is the next Turn; the
+// bot's own posts, echoed back as Slack does, start nothing.
 func TestSlackHelperExample(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds examples/slack-helper")
@@ -27,6 +29,7 @@ func TestSlackHelperExample(t *testing.T) {
 	const channel, ada = "C0HELPER", "U0HELPADA"
 	fake := slackfake.Start(t)
 	fake.AddChannel(channel, "ops")
+	fake.SetEchoBotMessages(true) // as Slack does: the bot's own posts come back as message events
 	fake.AddUser(ada, "ada")
 	s := startServer(t, t.TempDir(), "dev", "--slack-api-url", fake.APIURL(), "../../examples/slack-helper")
 	for !strings.Contains(s.output(), "deployed ") {
@@ -77,6 +80,22 @@ func TestSlackHelperExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	inThread("status", func(m slackfake.Message) bool { return strings.Contains(m.Text, "Deployed: v1.2.3.") })
+
+	// One Session with two Turns: the bot's echoed posts were no input.
+	var sessions helmrtype.SessionPage
+	if err := apiCall(s.url, s.key, "GET", "/v1/sessions?agent=helper", nil, &sessions); err != nil {
+		t.Fatal(err)
+	}
+	if len(sessions.Sessions) != 1 {
+		t.Fatalf("sessions %+v", sessions.Sessions)
+	}
+	var turns helmrtype.TurnPage
+	if err := apiCall(s.url, s.key, "GET", "/v1/sessions/"+sessions.Sessions[0].ID+"/turns", nil, &turns); err != nil {
+		t.Fatal(err)
+	}
+	if len(turns.Turns) != 2 {
+		t.Fatalf("%d Turns, want 2 (deploy, status): %+v", len(turns.Turns), turns.Turns)
+	}
 }
 
 // buttonAction is the action_id of the button labelled label in blocks,
