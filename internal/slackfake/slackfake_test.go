@@ -1109,3 +1109,53 @@ func TestLateAck(t *testing.T) {
 		t.Fatalf("deliveries %+v", ds)
 	}
 }
+
+// BenchmarkSay is one person's message delivered over Socket Mode to
+// slack-go's client and acked (message event only, no mention).
+func BenchmarkSay(b *testing.B) {
+	f := slackfake.Start(b)
+	f.AddChannel("C1", "general")
+	f.AddUser("U1", "ada")
+	hc := &http.Client{Transport: &http.Transport{}}
+	b.Cleanup(hc.CloseIdleConnections)
+	sm := socketmode.New(slack.New(f.BotToken(), slack.OptionAPIURL(f.APIURL()), slack.OptionAppLevelToken(f.AppToken()), slack.OptionHTTPClient(hc)))
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = sm.RunContext(ctx) })
+	wg.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e := <-sm.Events:
+				if e.Type == socketmode.EventTypeEventsAPI {
+					_ = sm.Ack(*e.Request)
+				}
+			}
+		}
+	})
+	b.Cleanup(func() { cancel(); wg.Wait() })
+	if err := f.WaitSocketConnections(ctx, 1); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := f.Say(ctx, "C1", "", "U1", "hello"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPostMessage is chat.postMessage through slack-go's client.
+func BenchmarkPostMessage(b *testing.B) {
+	f := slackfake.Start(b)
+	f.AddChannel("C1", "general")
+	hc := &http.Client{Transport: &http.Transport{}}
+	b.Cleanup(hc.CloseIdleConnections)
+	api := slack.New(f.BotToken(), slack.OptionAPIURL(f.APIURL()), slack.OptionHTTPClient(hc))
+	ctx := context.Background()
+	for b.Loop() {
+		if _, _, err := api.PostMessageContext(ctx, "C1", slack.MsgOptionText("hello", false)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
