@@ -5,8 +5,24 @@
 // (slack.New with slack.OptionAPIURL, socketmode.New) work against it
 // unmodified.
 //
-// Tests drive the people side (Say, Click, Deliver) and read the bot side
-// (Messages, WaitMessage, Calls); FailNext injects Web API failures.
+// Tests drive the people side (Say, Edit, Click, Deliver) and read the bot
+// side (Messages, WaitMessage, Calls, Deliveries); FailNext and
+// SetRateLimit inject Web API failures. A typical test:
+//
+//	fake := slackfake.Start(t)
+//	fake.AddChannel("C1", "general")
+//	fake.AddUser("U1", "ada")
+//	// point the code under test at fake.APIURL() with fake.BotToken() and
+//	// fake.AppToken() (Socket Mode), or set fake.SetEventsURL(…) and
+//	// fake.SetInteractivityURL(…) and verify with fake.SigningSecret();
+//	// with Socket Mode, wait for fake.WaitSocketConnections(ctx, 1).
+//	ts, err := fake.Say(ctx, "C1", "", "U1", "<@"+fake.BotUserID()+"> hi")
+//	reply, err := fake.WaitMessage(ctx, "C1", func(m slackfake.Message) bool {
+//		return m.ThreadTS == ts && strings.Contains(m.Text, "hello")
+//	})
+//
+// docs/decisions/slack-fake.md says where the fake follows Slack and where
+// it simplifies (retries are not spaced out, one workspace, one app).
 package slackfake
 
 import (
