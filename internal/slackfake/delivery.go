@@ -409,6 +409,11 @@ func (f *Fake) deliver(ctx context.Context, meta deliveryMeta, payload []byte, r
 	var reason string
 	var why []string
 	for a := range attempts {
+		if a > 0 {
+			if err := f.retryWait(ctx, a, w); err != nil {
+				return err
+			}
+		}
 		select {
 		case <-w.ch: // a late ack of the last attempt: no retry needed
 			return nil
@@ -433,6 +438,28 @@ func (f *Fake) deliver(ctx context.Context, meta deliveryMeta, payload []byte, r
 		}
 	}
 	return fmt.Errorf("%w: %s %s delivery, attempts: %s", ErrNotAcknowledged, meta.kind, meta.typ, strings.Join(why, ", "))
+}
+
+// retryWait waits out the delay before retry n (SetRetryDelays), or
+// until a late ack makes the retry needless.
+func (f *Fake) retryWait(ctx context.Context, n int, w *ackWait) error {
+	f.mu.Lock()
+	ds := f.retryDelays
+	f.mu.Unlock()
+	if len(ds) == 0 {
+		return nil
+	}
+	t := time.NewTimer(ds[min(n, len(ds))-1])
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-w.ch:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-f.ctx.Done():
+		return f.ctx.Err()
+	}
+	return nil
 }
 
 // attempt is one delivery attempt; it reports whether it was acknowledged,

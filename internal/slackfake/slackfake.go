@@ -22,7 +22,7 @@
 //	})
 //
 // docs/decisions/slack-fake.md says where the fake follows Slack and where
-// it simplifies (retries are not spaced out, one workspace, one app).
+// it simplifies (retries at once unless SetRetryDelays, one workspace, one app).
 package slackfake
 
 import (
@@ -100,6 +100,7 @@ type Fake struct {
 	nextSocket       int
 	acks             map[string]*ackWait // envelope_id -> its delivery's ack
 	ackTimeout       time.Duration
+	retryDelays      []time.Duration
 	pingInterval     time.Duration
 	echoBot          bool
 	responseURLs     map[string]*responseURL // by token
@@ -284,6 +285,16 @@ func (f *Fake) SetAckTimeout(d time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.ackTimeout = d
+}
+
+// SetRetryDelays spaces out an event's retries: the nth retry waits
+// ds[n-1] (the last one repeats) after the failed attempt. Slack waits
+// about 0, 1 min and 5 min; the fake retries at once unless set, so a test
+// can, say, restart the app between attempts.
+func (f *Fake) SetRetryDelays(ds ...time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.retryDelays = slices.Clone(ds)
 }
 
 // SetPingInterval changes how often the fake sends a WebSocket ping on each

@@ -1159,3 +1159,27 @@ func BenchmarkPostMessage(b *testing.B) {
 		}
 	}
 }
+
+// TestRetryDelays: with spaced-out retries an app that comes back between
+// attempts gets the event again, with the same event_id.
+func TestRetryDelays(t *testing.T) {
+	f, _ := setup(t)
+	ctx := ctxT(t)
+	f.SetRetryDelays(700 * time.Millisecond)
+	app := startHTTPApp(t, f)
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "restarting", http.StatusServiceUnavailable)
+	}))
+	defer down.Close()
+	f.SetEventsURL(down.URL)
+	time.AfterFunc(200*time.Millisecond, func() { f.SetEventsURL(app.srv.URL + "/slack/events") }) // back before the retry
+	if _, err := f.Say(ctx, "C1", "", "U1", "are you there?"); err != nil {
+		t.Fatal(err)
+	}
+	ds := f.Deliveries()
+	evs := app.received()
+	if len(ds) != 2 || ds[0].Acked || !ds[1].Acked || ds[1].At.Sub(ds[0].At) < 700*time.Millisecond ||
+		len(evs) != 1 || evs[0].header.Get("X-Slack-Retry-Num") != "1" || evs[0].header.Get("X-Slack-Retry-Reason") != "http_error" {
+		t.Fatalf("deliveries %+v, app saw %d", ds, len(evs))
+	}
+}
