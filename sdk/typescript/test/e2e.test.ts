@@ -182,13 +182,16 @@ describe("end to end", { skip: bin ? false : "no helmr binary: set HELMR_BIN (go
   })
 
   test("kill -9 of the control plane while a Turn waits: the Turn completes after the restart", async () => {
-    const { session, turn } = await h.client.sessions.create({ agent: "sleeper", input: text("3s") })
+    const { session, turn } = await h.client.sessions.create({ agent: "sleeper", input: text("6s") })
     for await (const ev of session.events.stream()) if (ev.kind === "wait.started") break
     await h.restart({ kill: true })
-    assert.equal((await turn.get()).status, "running", "the Turn still waits after the restart")
+    // Still waiting, or (when the restart took longer than the wait, on a
+    // loaded machine) already completed by the overdue timer.
+    const after = (await turn.get()).status
+    assert.ok(after === "running" || after === "completed", "the Turn after the restart: " + after)
     const o = await turn.wait()
     assert.equal(o.status, "completed", JSON.stringify(o) + "\n" + h.logs().slice(-2000))
-    assert.ok((o.result as { waited: number }).waited >= 3000)
+    assert.ok((o.result as { waited: number }).waited >= 6000)
     const kinds = (await session.events.list({ limit: 1000 })).records.map((e) => e.kind)
     assert.ok(!kinds.includes("session.process_failed"), kinds.join(","))
   })
