@@ -84,18 +84,31 @@ func (e *Engine) ListSlackApps(ctx context.Context) (*helmrtype.SlackAppList, er
 
 // DisconnectSlackApp removes a connected app and its credentials. Its
 // Sessions stay; their threads are no longer posted to.
-func (e *Engine) DisconnectSlackApp(ctx context.Context, id string) error {
-	err := e.store.Update(ctx, func(tx store.Tx) error { return tx.DeleteSlackApp(ctx, id) })
+func (e *Engine) DisconnectSlackApp(ctx context.Context, id string) (*helmrtype.SlackApp, error) {
+	var v helmrtype.SlackApp
+	err := e.store.Update(ctx, func(tx store.Tx) error {
+		a, err := tx.GetSlackApp(ctx, id)
+		if err != nil {
+			return err
+		}
+		v = slackAppView(a)
+		return tx.DeleteSlackApp(ctx, id)
+	})
 	if errors.Is(err, store.ErrNotFound) {
-		return notFound("slack app", id)
+		return nil, notFound("slack app", id)
+	}
+	if err != nil {
+		return nil, err
 	}
 	e.wake(slackLeasePrefix)
-	return err
+	return &v, nil
 }
 
 // WatchSlack returns a channel closed at the next change of the connected
 // apps or a new Slack Session on this node, and stop.
-func (e *Engine) WatchSlack() (changed <-chan struct{}, stop func()) { return e.Watch(slackLeasePrefix) }
+func (e *Engine) WatchSlack() (changed <-chan struct{}, stop func()) {
+	return e.Watch(slackLeasePrefix)
+}
 
 // PutSlackUser maps a Slack user to a responder identity with a role.
 func (e *Engine) PutSlackUser(ctx context.Context, m helmrtype.SlackUserMapping) (*helmrtype.SlackUserMapping, error) {
@@ -137,12 +150,23 @@ func (e *Engine) ListSlackUsers(ctx context.Context, teamID string) (*helmrtype.
 }
 
 // DeleteSlackUser removes a Slack user's mapping.
-func (e *Engine) DeleteSlackUser(ctx context.Context, teamID, userID string) error {
-	err := e.store.Update(ctx, func(tx store.Tx) error { return tx.DeleteSlackUser(ctx, teamID, userID) })
+func (e *Engine) DeleteSlackUser(ctx context.Context, teamID, userID string) (*helmrtype.SlackUserMapping, error) {
+	var v helmrtype.SlackUserMapping
+	err := e.store.Update(ctx, func(tx store.Tx) error {
+		u, err := tx.GetSlackUser(ctx, teamID, userID)
+		if err != nil {
+			return err
+		}
+		v = helmrtype.SlackUserMapping{TeamID: u.TeamID, UserID: u.UserID, Identity: u.Identity, Role: helmrtype.Role(u.Role), CreatedAt: u.CreatedAt}
+		return tx.DeleteSlackUser(ctx, teamID, userID)
+	})
 	if errors.Is(err, store.ErrNotFound) {
-		return notFound("slack user", teamID+"/"+userID)
+		return nil, notFound("slack user", teamID+"/"+userID)
 	}
-	return err
+	if err != nil {
+		return nil, err
+	}
+	return &v, nil
 }
 
 // slackAppForTx picks the app a new Slack Session uses: the workspace's,
@@ -373,7 +397,8 @@ func (e *Engine) decideSlackTx(ctx context.Context, tx store.Tx, in SlackInbound
 	if err != nil {
 		return nil, err
 	}
-	if in.Mention && in.ThreadTS == "" {
+	if in.Mention {
+		// The message event of the same post speaks for it.
 		return &SlackOutcome{Action: SlackIgnore}, nil
 	}
 	out := &SlackOutcome{SessionID: th.SessionID, ThreadTS: th.ThreadTS, Action: SlackReply}
