@@ -1,0 +1,317 @@
+package slackfake
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// maxTextLen is the longest text chat.postMessage and chat.update accept
+// (characters); longer gives msg_too_long.
+const maxTextLen = 40000
+
+// apiError is a Web API refusal: Slack's error code and, for invalid_blocks,
+// the per-field reasons Slack lists in "errors".
+type apiError struct {
+	code    string
+	reasons []string
+}
+
+// params are a Web API call's arguments, from a form (query and body) or a
+// JSON object body; JSON values other than strings keep their JSON text.
+type params map[string]string
+
+func (f *Fake) serveAPI(w http.ResponseWriter, r *http.Request) {
+	method := r.PathValue("method")
+	f.mu.Lock()
+	f.calls[method] = append(f.calls[method], time.Now())
+	var fail *Failure
+	if fs := f.failures[method]; len(fs) > 0 {
+		fail = &fs[0]
+		f.failures[method] = fs[1:]
+	}
+	f.mu.Unlock()
+	if fail != nil {
+		writeFailure(w, *fail)
+		return
+	}
+	p, token, err := readParams(r)
+	if err != nil {
+		writeError(w, apiError{code: "invalid_form_data"})
+		return
+	}
+	want := f.botToken
+	if method == "apps.connections.open" {
+		want = f.appToken
+	}
+	switch {
+	case token == "":
+		writeError(w, apiError{code: "not_authed"})
+		return
+	case token != want:
+		writeError(w, apiError{code: "invalid_auth"})
+		return
+	}
+	var res map[string]any
+	var aerr *apiError
+	switch method {
+	case "auth.test":
+		res = map[string]any{"url": "https://" + teamDomain + ".slack.com/", "team": teamName, "user": botName,
+			"team_id": teamID, "user_id": botUserID, "bot_id": botID, "is_enterprise_install": false}
+	case "apps.connections.open":
+		res = f.connectionsOpen()
+	case "chat.postMessage":
+		res, aerr = f.postMessage(p, false)
+	case "chat.postEphemeral":
+		res, aerr = f.postMessage(p, true)
+	case "chat.update":
+		res, aerr = f.updateMessage(p)
+	case "users.info":
+		res, aerr = f.userInfo(p)
+	case "conversations.info":
+		res, aerr = f.conversationInfo(p)
+	default:
+		aerr = &apiError{code: "unknown_method"}
+	}
+	if aerr != nil {
+		writeError(w, *aerr)
+		return
+	}
+	res["ok"] = true
+	writeJSON(w, http.StatusOK, res)
+}
+
+// readParams reads a call's arguments and its token (Authorization: Bearer,
+// or the "token" argument as slack-go's form methods send it).
+func readParams(r *http.Request) (params, string, error) {
+	p := params{}
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if ct == "application/json" {
+		var raw map[string]json.RawMessage
+		if err := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 8<<20)).Decode(&raw); err != nil && !errors.Is(err, io.EOF) {
+			return nil, "", err
+		}
+		for k, v := range raw {
+			var s string
+			if json.Unmarshal(v, &s) == nil {
+				p[k] = s
+			} else {
+				p[k] = string(v)
+			}
+		}
+		for k, v := range r.URL.Query() {
+			p[k] = v[0]
+		}
+	} else {
+		r.Body = http.MaxBytesReader(nil, r.Body, 8<<20)
+		if err := r.ParseForm(); err != nil {
+			return nil, "", err
+		}
+		for k, v := range r.Form {
+			p[k] = v[0]
+		}
+	}
+	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if token == "" {
+		token = p["token"]
+	}
+	return p, token, nil
+}
+
+func (f *Fake) connectionsOpen() map[string]any {
+	ticket := randomHex(16)
+	f.mu.Lock()
+	f.tickets[ticket] = true
+	f.mu.Unlock()
+	u := "ws" + strings.TrimPrefix(f.srv.URL, "http") + "/link/?" + url.Values{"ticket": {ticket}, "app_id": {appID}}.Encode()
+	return map[string]any{"url": u}
+}
+
+func (f *Fake) postMessage(p params, ephemeral bool) (map[string]any, *apiError) {
+	channel := p["channel"]
+	blocks, aerr := checkContent(p, true)
+	if aerr != nil {
+		return nil, aerr
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.channels[channel]; !ok {
+		return nil, &apiError{code: "channel_not_found"}
+	}
+	m := Message{Channel: channel, ThreadTS: p["thread_ts"], Text: p["text"], User: botUserID, Blocks: blocks, Ephemeral: ephemeral}
+	if ephemeral {
+		if _, ok := f.users[p["user"]]; !ok || p["user"] == "" {
+			return nil, &apiError{code: "user_not_in_channel"}
+		}
+		m.EphemeralUser = p["user"]
+	}
+	m.TS = f.nextTSLocked()
+	f.posts[channel] = append(f.posts[channel], &post{msg: m, bot: true})
+	f.versions[channel] = append(f.versions[channel], m.clone())
+	f.notifyLocked()
+	if ephemeral {
+		return map[string]any{"message_ts": m.TS}, nil
+	}
+	if f.echoBot {
+		f.echoLocked(m)
+	}
+	return map[string]any{"channel": channel, "ts": m.TS, "message": messageJSON(m)}, nil
+}
+
+func (f *Fake) updateMessage(p params) (map[string]any, *apiError) {
+	channel, ts := p["channel"], p["ts"]
+	blocks, aerr := checkContent(p, false)
+	if aerr != nil {
+		return nil, aerr
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.channels[channel]; !ok {
+		return nil, &apiError{code: "channel_not_found"}
+	}
+	var target *post
+	for _, q := range f.posts[channel] {
+		if q.msg.TS == ts && !q.msg.Ephemeral {
+			target = q
+		}
+	}
+	switch {
+	case target == nil:
+		return nil, &apiError{code: "message_not_found"}
+	case !target.bot:
+		return nil, &apiError{code: "cant_update_message"}
+	}
+	m := &target.msg
+	m.Edits = append(m.Edits, m.Text)
+	if v, ok := p["text"]; ok {
+		m.Text = v
+	}
+	if blocks != nil {
+		m.Blocks = blocks
+	}
+	f.versions[channel] = append(f.versions[channel], m.clone())
+	f.notifyLocked()
+	return map[string]any{"channel": channel, "ts": ts, "text": m.Text, "message": messageJSON(*m)}, nil
+}
+
+// checkContent checks a message's text and blocks as Slack does and returns
+// the blocks (nil when the call had none). needed: a post must have text or
+// blocks.
+func checkContent(p params, needed bool) (json.RawMessage, *apiError) {
+	if utf8.RuneCountInString(p["text"]) > maxTextLen {
+		return nil, &apiError{code: "msg_too_long"}
+	}
+	raw, ok := p["blocks"]
+	if !ok || raw == "" {
+		if needed && p["text"] == "" && p["attachments"] == "" {
+			return nil, &apiError{code: "no_text"}
+		}
+		return nil, nil
+	}
+	if reasons := checkBlocks([]byte(raw)); len(reasons) > 0 {
+		return nil, &apiError{code: "invalid_blocks", reasons: reasons}
+	}
+	return json.RawMessage(raw), nil
+}
+
+func (f *Fake) userInfo(p params) (map[string]any, *apiError) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	id := p["user"]
+	name, ok := f.users[id]
+	if !ok {
+		return nil, &apiError{code: "user_not_found"}
+	}
+	bot := id == botUserID
+	u := map[string]any{"id": id, "team_id": teamID, "name": name, "real_name": name, "deleted": false,
+		"is_bot": bot, "is_admin": false, "tz": "Etc/UTC", "tz_label": "UTC", "tz_offset": 0,
+		"profile": map[string]any{"real_name": name, "display_name": name, "team": teamID}}
+	if bot {
+		u["profile"].(map[string]any)["bot_id"] = botID
+	}
+	return map[string]any{"user": u}, nil
+}
+
+func (f *Fake) conversationInfo(p params) (map[string]any, *apiError) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	id := p["channel"]
+	name, ok := f.channels[id]
+	if !ok {
+		return nil, &apiError{code: "channel_not_found"}
+	}
+	typ := channelType(id)
+	c := map[string]any{"id": id, "name": name, "is_channel": typ == "channel", "is_group": typ == "group",
+		"is_im": typ == "im", "is_private": typ != "channel", "is_member": true, "is_archived": false,
+		"context_team_id": teamID, "created": 1700000000}
+	return map[string]any{"channel": c}, nil
+}
+
+// messageJSON is a bot message as the Web API and events show it.
+func messageJSON(m Message) map[string]any {
+	out := map[string]any{"type": "message", "ts": m.TS, "text": m.Text, "user": m.User,
+		"bot_id": botID, "app_id": appID, "team": teamID}
+	if m.ThreadTS != "" {
+		out["thread_ts"] = m.ThreadTS
+	}
+	if m.Blocks != nil {
+		out["blocks"] = m.Blocks
+	}
+	if len(m.Edits) > 0 {
+		out["edited"] = map[string]any{"user": m.User, "ts": m.TS}
+	}
+	return out
+}
+
+func writeFailure(w http.ResponseWriter, fail Failure) {
+	switch {
+	case fail.Status == http.StatusTooManyRequests:
+		secs := int64(math.Ceil(fail.RetryAfter.Seconds()))
+		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+		code := fail.Error
+		if code == "" {
+			code = "ratelimited"
+		}
+		writeJSON(w, http.StatusTooManyRequests, map[string]any{"ok": false, "error": code})
+	case fail.Status >= 500:
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(fail.Status)
+		_, _ = w.Write([]byte("<html><body>" + http.StatusText(fail.Status) + "</body></html>"))
+	case fail.Status == 0 || fail.Status == http.StatusOK:
+		code := fail.Error
+		if code == "" {
+			code = "internal_error"
+		}
+		writeError(w, apiError{code: code})
+	default:
+		w.WriteHeader(fail.Status)
+	}
+}
+
+func writeError(w http.ResponseWriter, e apiError) {
+	body := map[string]any{"ok": false, "error": e.code}
+	if len(e.reasons) > 0 {
+		body["errors"] = e.reasons
+		msgs := make([]string, len(e.reasons))
+		for i, r := range e.reasons {
+			msgs[i] = "[ERROR] " + r
+		}
+		body["response_metadata"] = map[string]any{"messages": msgs}
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, _ := json.Marshal(v)
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
