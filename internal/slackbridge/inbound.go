@@ -295,8 +295,9 @@ func firstNonEmpty(s ...string) string {
 	return ""
 }
 
-// askAction prefixes the action_id of a question's buttons; the value is
-// the option's ID.
+// askAction prefixes the action_id of a question's buttons
+// (helmr_ask:ASK_ID:OPTION_ID, unique in the message); the value is the
+// option's ID.
 const askAction = "helmr_ask:"
 
 // handleInteraction answers a question from a button click, when the
@@ -306,7 +307,8 @@ func (b *Bridge) handleInteraction(ctx context.Context, app *store.SlackApp, cb 
 		return
 	}
 	for _, a := range cb.ActionCallback.BlockActions {
-		askID, ok := strings.CutPrefix(a.ActionID, askAction)
+		rest, ok := strings.CutPrefix(a.ActionID, askAction)
+		askID, _, _ := strings.Cut(rest, ":")
 		if !ok {
 			continue
 		}

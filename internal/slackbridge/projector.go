@@ -94,9 +94,6 @@ func (p *projection) apply(ev helmrtype.SessionEvent) {
 	case helmrtype.EventTurnOutput:
 		if t := contentText(d["content"]); t != "" {
 			q := p.get("out:"+turnID, turnID)
-			if q.text != "" {
-				q.text += "\n"
-			}
 			q.text, q.dirty = truncate(q.text+t), true
 		}
 	case helmrtype.EventTurnCompleted:
@@ -164,7 +161,7 @@ func questionPost(askID string, q *helmrtype.Question) (string, []slack.Block) {
 	}
 	var buttons []slack.BlockElement
 	for _, o := range q.Answer.Options {
-		buttons = append(buttons, slack.NewButtonBlockElement(askAction+askID, o.ID, slack.NewTextBlockObject(slack.PlainTextType, truncateN(o.Label, 75), false, false)))
+		buttons = append(buttons, slack.NewButtonBlockElement(askAction+askID+":"+o.ID, o.ID, slack.NewTextBlockObject(slack.PlainTextType, truncateN(o.Label, 75), false, false)))
 	}
 	blocks := []slack.Block{slack.NewSectionBlock(slack.NewTextBlockObject(slack.PlainTextType, truncate3000(prompt), false, false), nil, nil)}
 	// Slack takes at most 25 elements per actions block.
