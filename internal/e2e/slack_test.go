@@ -323,7 +323,7 @@ func testButtons(t *testing.T, sp *slackPlane) {
 	o := sp.wait(s.ID, tt[0].ID)
 	var res map[string]any
 	json.Unmarshal(o.Result, &res)
-	if res["value"] != true || res["responded_by"] != "user" || res["responded_by_id"] != "ada@example.com" {
+	if v, _ := json.Marshal(res["value"]); string(v) != `{"selected":[{"id":"yes","value":true}]}` || res["responded_by"] != "user" || res["responded_by_id"] != "ada@example.com" {
 		t.Fatalf("choice answer result %s", o.Result)
 	}
 	sp.must("GET", "/v1/asks/"+askID, nil, &st)

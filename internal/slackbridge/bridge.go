@@ -67,6 +67,11 @@ type Bridge struct {
 	// seen holds the signatures of Events API requests already handled,
 	// until they leave the 5-minute window: a replayed request is refused.
 	seen map[string]time.Time
+	// opening is held (write) while a thread's opening message is posted
+	// and its ts recorded, and (read) while an inbound message is
+	// decided: a reply that follows an opening message at once finds its
+	// thread. (Across nodes the window remains; docs/slack.md.)
+	opening sync.RWMutex
 }
 
 // New returns a Bridge; Start runs it.

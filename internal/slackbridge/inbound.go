@@ -265,7 +265,9 @@ func (b *Bridge) handleCallback(ctx context.Context, app *store.SlackApp, body [
 	}
 	in := engine.SlackInbound{AppID: app.ID, EventID: cb.EventID, TeamID: app.TeamID, ChannelID: ev.Channel, ThreadTS: ev.ThreadTS,
 		MessageTS: ev.TS, UserID: ev.User, Text: text, Mention: ev.Type == "app_mention"}
+	b.opening.RLock()
 	out, err := b.eng.HandleSlackMessage(ctx, in)
+	b.opening.RUnlock()
 	if err != nil {
 		if helmrtype.CodeOf(err) == helmrtype.CodeInternal || helmrtype.CodeOf(err) == "" {
 			return err
