@@ -262,6 +262,20 @@ func TestSlackEventsAPISignatures(t *testing.T) {
 	if n := len(sp.turns(s.ID)); n != 1 {
 		t.Fatalf("%d turns, want 1", n)
 	}
+
+	// Slack's retry of an event (same event_id, signed anew) admits
+	// nothing twice.
+	dup := []byte(fmt.Sprintf(`{"type":"event_callback","team_id":%q,"event_id":"Ev0DUP","event":{"type":"message","user":"U0ADA","text":"once only","ts":"%s.5","thread_ts":%q,"channel":%q}}`,
+		fake.TeamID(), strings.Split(thread, ".")[0], thread, slackChannel))
+	for i, at := range []time.Time{time.Now().Add(-time.Second), time.Now()} {
+		if status, resp, err := fake.Deliver(ctx, url, dup, slackfake.DeliverOptions{Timestamp: at}); err != nil || status != http.StatusOK {
+			t.Fatalf("delivery %d of the same event: %d %s %v", i+1, status, resp, err)
+		}
+	}
+	sp.waitPost(thread, "echo: once only")
+	if n := len(sp.turns(s.ID)); n != 2 {
+		t.Fatalf("%d turns after a retried event, want 2", n)
+	}
 	testButtons(t, sp)
 }
 
