@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/helmr-go/helmr/internal/controlplane"
 	"github.com/helmr-go/helmr/internal/slackbridge"
 	"github.com/helmr-go/helmr/internal/slackfake"
+	"github.com/helmr-go/helmr/internal/store/pgstore/pgtest"
 )
 
 // The Slack channel Sessions' end-to-end tests run a control plane (real
@@ -32,8 +35,15 @@ type slackPlane struct {
 // to fake, and connects the fake's app in mode (again only when connect).
 func startSlackPlane(t *testing.T, fake *slackfake.Fake, dataDir, mode string, connect bool) *slackPlane {
 	t.Helper()
-	cfg := controlplane.Config{DataDir: dataDir, GenerateSecretsKey: true,
-		Slack: slackbridge.Options{APIURL: fake.APIURL(), EditInterval: 50 * time.Millisecond, Rescan: 200 * time.Millisecond, MaxAttempts: 4}}
+	return startSlackPlaneConfig(t, fake, controlplane.Config{DataDir: dataDir, GenerateSecretsKey: true}, mode, connect)
+}
+
+// startSlackPlaneConfig is startSlackPlane with cfg (its Slack options
+// pointed at fake).
+func startSlackPlaneConfig(t *testing.T, fake *slackfake.Fake, cfg controlplane.Config, mode string, connect bool) *slackPlane {
+	t.Helper()
+	cfg.Slack = slackbridge.Options{APIURL: fake.APIURL(), EditInterval: 50 * time.Millisecond, Rescan: 200 * time.Millisecond, MaxAttempts: 4,
+		LeaseTTL: 2 * time.Second}
 	p := startPlaneConfig(t, "127.0.0.1:0", cfg)
 	sp := &slackPlane{plane: p, fake: fake}
 	if mode == helmrtype.SlackModeEvents {
@@ -428,6 +438,54 @@ func TestSlackRestartMidProjection(t *testing.T) {
 	for _, w := range []string{"echo: first", "echo: second", "echo: third", "first", "second", "third"} {
 		if seen[w] != 1 {
 			t.Errorf("post %q seen %d times, want 1 (all: %v)", w, seen[w], seen)
+		}
+	}
+}
+
+// TestSlackTwoNodes: two nodes on one PostgreSQL database, sharing the
+// secrets key: one Socket Mode connection and one projector per thread
+// among them, so every post is made once; when the connection's node
+// stops, the other takes over.
+func TestSlackTwoNodes(t *testing.T) {
+	db := pgtest.URL(t)
+	keyFile := filepath.Join(t.TempDir(), "secrets.key")
+	if err := os.WriteFile(keyFile, []byte(strings.Repeat("ab", 32)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fake := newFake(t)
+	a := startSlackPlaneConfig(t, fake, controlplane.Config{Database: db, SecretsKeyFile: keyFile, LeaseTTL: 2 * time.Second}, helmrtype.SlackModeSocket, true)
+	b := startSlackPlaneConfig(t, fake, controlplane.Config{Database: db, SecretsKeyFile: keyFile, LeaseTTL: 2 * time.Second}, helmrtype.SlackModeSocket, false)
+	time.Sleep(time.Second) // several rescans of both nodes
+	if n := fake.SocketConnections(); n != 1 {
+		t.Fatalf("%d Socket Mode connections across two nodes, want 1", n)
+	}
+	s, thread := b.openSlackSession("echo")
+	a.say(thread, "U0ADA", "two nodes")
+	a.waitPostExact(thread, "two nodes")
+	tt := a.turns(s.ID)
+	a.wait(s.ID, tt[0].ID)
+
+	// The node holding the connection stops; the other connects.
+	holder, other := a, b
+	if !a.cp.Slack.Holds("app:" + a.app.ID) {
+		holder, other = b, a
+	}
+	holder.stop()
+	ctx := waitCtx(t)
+	if err := fake.WaitSocketConnections(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	other.say(thread, "U0BOB", "after failover")
+	other.waitPostExact(thread, "after failover")
+	seen := map[string]int{}
+	for _, m := range fake.Messages(slackChannel) {
+		if m.ThreadTS == thread {
+			seen[m.Text]++
+		}
+	}
+	for text, n := range seen {
+		if n != 1 {
+			t.Errorf("posted %d times: %q", n, text)
 		}
 	}
 }

@@ -307,7 +307,8 @@ type SlackOutcome struct {
 }
 
 // HandleSlackMessage admits what a Slack message asks for and returns
-// what it did. The outcome is decided once per event ID and stored before
+// what it did; unavailable (nothing stored) while an opening message of
+// the channel is being posted, since the reply may be in its thread. The outcome is decided once per event ID and stored before
 // anything is admitted; each admission is idempotent on the event ID, so
 // a retried delivery (Slack retries an unacknowledged one) admits nothing
 // twice. It is durable when this returns, before Slack is acknowledged.
@@ -365,6 +366,15 @@ func (e *Engine) decideSlackTx(ctx context.Context, tx store.Tx, in SlackInbound
 		thread = in.MessageTS
 	}
 	th, err := tx.GetSlackThreadByTS(ctx, in.AppID, in.ChannelID, thread)
+	if errors.Is(err, store.ErrNotFound) && in.ThreadTS != "" && !in.Mention {
+		// A thread of the channel whose opening message is being posted
+		// (on this or another node) may be this one: decide later.
+		if _, err := tx.GetSlackThreadByTS(ctx, in.AppID, in.ChannelID, ""); err == nil {
+			return nil, &helmrtype.Error{Code: helmrtype.CodeUnavailable, Message: "a Session's opening message in this channel is being posted; try again"}
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		// Only a mention outside every Session's thread opens one.
 		if !in.Mention {

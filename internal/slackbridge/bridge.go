@@ -306,3 +306,12 @@ func (b *Bridge) reconcile(ctx context.Context) {
 	}
 	b.mu.Unlock()
 }
+
+// Holds reports whether this node runs a piece of the bridge's work now:
+// "app:APP_ID" (a Socket Mode connection) or "thread:SESSION_ID".
+func (b *Bridge) Holds(name string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, ok := b.running[name]
+	return ok
+}

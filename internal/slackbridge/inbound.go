@@ -265,12 +265,10 @@ func (b *Bridge) handleCallback(ctx context.Context, app *store.SlackApp, body [
 	}
 	in := engine.SlackInbound{AppID: app.ID, EventID: cb.EventID, TeamID: app.TeamID, ChannelID: ev.Channel, ThreadTS: ev.ThreadTS,
 		MessageTS: ev.TS, UserID: ev.User, Text: text, Mention: ev.Type == "app_mention"}
-	b.opening.RLock()
-	out, err := b.eng.HandleSlackMessage(ctx, in)
-	b.opening.RUnlock()
+	out, err := b.handleMessage(ctx, in)
 	if err != nil {
-		if helmrtype.CodeOf(err) == helmrtype.CodeInternal || helmrtype.CodeOf(err) == "" {
-			return err
+		if c := helmrtype.CodeOf(err); c == helmrtype.CodeInternal || c == helmrtype.CodeUnavailable || c == "" {
+			return err // not acknowledged: Slack retries
 		}
 		// A refusal of the input (closed Session, invalid input, no
 		// deployment …): say so in the thread, and take the event.
@@ -286,6 +284,27 @@ func (b *Bridge) handleCallback(ctx context.Context, app *store.SlackApp, body [
 		}
 	}
 	return nil
+}
+
+// handleMessage hands a message to the engine, trying again for a while
+// when a thread's opening message in its channel is being posted (on this
+// node the opening lock makes that wait; on another, the engine says
+// unavailable).
+func (b *Bridge) handleMessage(ctx context.Context, in engine.SlackInbound) (*engine.SlackOutcome, error) {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		b.opening.RLock()
+		out, err := b.eng.HandleSlackMessage(ctx, in)
+		b.opening.RUnlock()
+		if helmrtype.CodeOf(err) != helmrtype.CodeUnavailable || time.Now().After(deadline) {
+			return out, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 func firstNonEmpty(s ...string) string {

@@ -355,7 +355,9 @@ type Tx interface {
 	// GetSlackThread returns the Session's thread.
 	GetSlackThread(ctx context.Context, sessionID string) (*SlackThread, error)
 	// GetSlackThreadByTS returns the thread an app's channel message
-	// thread_ts belongs to.
+	// thread_ts belongs to; with threadTS "" the oldest (by Session ID) of
+	// the app's threads in the channel, not done, whose opening message
+	// has no ts yet.
 	GetSlackThreadByTS(ctx context.Context, appID, channelID, threadTS string) (*SlackThread, error)
 	// UpdateSlackThread writes ThreadTS, Cursor and Done; ErrNotFound
 	// when the Session has no thread.

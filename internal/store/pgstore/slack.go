@@ -96,7 +96,7 @@ func (t *tx) GetSlackThread(ctx context.Context, sessionID string) (*store.Slack
 
 func (t *tx) GetSlackThreadByTS(ctx context.Context, appID, channelID, threadTS string) (*store.SlackThread, error) {
 	return scanOne(t.q.QueryRow(ctx, `SELECT `+slackThreadCols+` FROM slack_threads
- WHERE app_id = $1 AND channel_id = $2 AND thread_ts = $3 AND thread_ts <> ''`, appID, channelID, threadTS), scanSlackThread)
+ WHERE app_id = $1 AND channel_id = $2 AND thread_ts = $3 AND (thread_ts <> '' OR NOT done) ORDER BY session_id LIMIT 1`, appID, channelID, threadTS), scanSlackThread)
 }
 
 func (t *tx) UpdateSlackThread(ctx context.Context, th *store.SlackThread) error {

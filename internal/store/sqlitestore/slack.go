@@ -93,7 +93,7 @@ func (t *tx) GetSlackThread(ctx context.Context, sessionID string) (*store.Slack
 
 func (t *tx) GetSlackThreadByTS(ctx context.Context, appID, channelID, threadTS string) (*store.SlackThread, error) {
 	return queryOne(ctx, t, scanSlackThread, `SELECT `+slackThreadCols+` FROM slack_threads
- WHERE app_id = ? AND channel_id = ? AND thread_ts = ? AND thread_ts <> ''`, appID, channelID, threadTS)
+ WHERE app_id = ? AND channel_id = ? AND thread_ts = ? AND (thread_ts <> '' OR done = 0) ORDER BY session_id LIMIT 1`, appID, channelID, threadTS)
 }
 
 func (t *tx) UpdateSlackThread(ctx context.Context, th *store.SlackThread) error {

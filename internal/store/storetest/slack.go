@@ -49,8 +49,11 @@ func testSlack(t *testing.T, s store.Store) {
 		ths, err := tx.ListSlackThreads(ctx, "", 10)
 		wantOK(t, "ListSlackThreads", err)
 		check(t, "ListSlackThreads", ths, []store.SlackThread{*th2, *th})
-		_, err = tx.GetSlackThreadByTS(ctx, "sla-1", "C1", "")
-		wantErr(t, "GetSlackThreadByTS(unposted)", err, store.ErrNotFound)
+		pending, err := tx.GetSlackThreadByTS(ctx, "sla-1", "C1", "")
+		wantOK(t, "GetSlackThreadByTS(unposted)", err)
+		check(t, "GetSlackThreadByTS(unposted: the oldest)", *pending, *th2)
+		_, err = tx.GetSlackThreadByTS(ctx, "sla-1", "C2", "")
+		wantErr(t, "GetSlackThreadByTS(no unposted in C2)", err, store.ErrNotFound)
 		return nil
 	})
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
@@ -67,6 +70,8 @@ func testSlack(t *testing.T, s store.Store) {
 		done := *th2
 		done.Done = true
 		wantOK(t, "UpdateSlackThread(done)", tx.UpdateSlackThread(ctx, &done))
+		_, err := tx.GetSlackThreadByTS(ctx, "sla-1", "C1", "")
+		wantErr(t, "GetSlackThreadByTS(unposted but done)", err, store.ErrNotFound)
 		u2 := *u
 		u2.Role = "viewer"
 		wantOK(t, "PutSlackUser(replace)", tx.PutSlackUser(ctx, &u2))
