@@ -13,6 +13,7 @@ import (
 
 	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/controlplane"
+	"github.com/helmr-go/helmr/internal/deploy"
 	"github.com/helmr-go/helmr/internal/slackbridge"
 	"github.com/helmr-go/helmr/internal/slackfake"
 	"github.com/helmr-go/helmr/internal/store/pgstore/pgtest"
@@ -488,4 +489,34 @@ func TestSlackTwoNodes(t *testing.T) {
 			t.Errorf("posted %d times: %q", n, text)
 		}
 	}
+}
+
+// TestSlackHelperExample runs examples/slack-helper against the fake: a
+// thread asks for a deploy, approval comes by a button, the response and
+// the status are posted in the thread.
+func TestSlackHelperExample(t *testing.T) {
+	fake := newFake(t)
+	sp := startSlackPlane(t, fake, "", helmrtype.SlackModeSocket, true)
+	ctx := waitCtx(t)
+	b, err := deploy.BuildDir(ctx, "../../examples/slack-helper", t.TempDir())
+	if err != nil {
+		t.Fatalf("build examples/slack-helper: %v", err)
+	}
+	if _, err := sp.cp.Engine.PublishDeployment(ctx, b.Digest, b.Manifest, b.Binary, ""); err != nil {
+		t.Fatal(err)
+	}
+	sp.must("POST", "/v1/slack/users", helmrtype.SlackUserMapping{TeamID: fake.TeamID(), UserID: "U0ADA", Identity: "ada@example.com"}, nil)
+	s, thread := sp.openSlackSession("helper")
+	sp.say(thread, "U0ADA", "deploy v1.2.3")
+	sp.waitPost(thread, "Waiting for approval to deploy v1.2.3")
+	q := sp.waitPost(thread, "Deploy v1.2.3 to production?")
+	var asks helmrtype.AskPage
+	tt := sp.turns(s.ID)
+	sp.must("GET", "/v1/sessions/"+s.ID+"/turns/"+tt[0].ID+"/asks", nil, &asks)
+	if err := fake.Click(ctx, "U0ADA", slackChannel, q.TS, "helmr_ask:"+asks.Asks[0].ID+":approve", "approve"); err != nil {
+		t.Fatalf("click Approve: %v", err)
+	}
+	sp.waitPostExact(thread, "Deployed v1.2.3.")
+	sp.say(thread, "U0ADA", "status")
+	sp.waitPostExact(thread, "Deployed: v1.2.3.")
 }
