@@ -520,3 +520,77 @@ func TestSlackHelperExample(t *testing.T) {
 	sp.say(thread, "U0ADA", "status")
 	sp.waitPostExact(thread, "Deployed: v1.2.3.")
 }
+
+// TestSlackCLIDev: helmr dev makes its secrets key (0600), helmr slack
+// connect reads the tokens from the environment and connects over Socket
+// Mode, session create --slack-channel opens a thread; the tokens are
+// in no read, no log line and not in plain text in the database.
+func TestSlackCLIDev(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the example")
+	}
+	fake := newFake(t)
+	data := t.TempDir()
+	s := startServer(t, data, "dev", "--slack-api-url", fake.APIURL(), "../../examples/slack-helper")
+	for !strings.Contains(s.output(), "deployed ") {
+		select {
+		case <-s.done:
+			t.Fatalf("helmr dev exited: %s", s.output())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	fi, err := os.Stat(filepath.Join(data, "secrets.key"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("secrets.key: %v, mode %v", err, fi.Mode().Perm())
+	}
+	t.Setenv("SLACK_BOT_TOKEN", fake.BotToken())
+	t.Setenv("SLACK_APP_TOKEN", fake.AppToken())
+	out, errOut, code := s.cli(t, "slack", "connect", "--mention-agent", "helper", "--json")
+	if code != 0 {
+		t.Fatalf("slack connect: exit %d: %s %s", code, out, errOut)
+	}
+	var app helmrtype.SlackApp
+	if err := json.Unmarshal([]byte(out), &app); err != nil || app.Mode != helmrtype.SlackModeSocket || app.TeamID != fake.TeamID() {
+		t.Fatalf("slack connect printed %s (%v)", out, err)
+	}
+	ctx := waitCtx(t)
+	if err := fake.WaitSocketConnections(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := s.cli(t, "slack", "users", "add", fake.TeamID(), "U0ADA", "ada@example.com"); code != 0 {
+		t.Fatalf("slack users add: exit %d: %s %s", code, out, errOut)
+	}
+	out, errOut, code = s.cli(t, "session", "create", "--agent", "helper", "--slack-channel", slackChannel, "--json")
+	if code != 0 {
+		t.Fatalf("session create --slack-channel: exit %d: %s %s", code, out, errOut)
+	}
+	var r helmrtype.SessionCreateReceipt
+	json.Unmarshal([]byte(out), &r)
+	m, err := fake.WaitMessage(ctx, slackChannel, func(m slackfake.Message) bool { return strings.Contains(m.Text, r.Session.ID) })
+	if err != nil {
+		t.Fatalf("no opening post: %v", err)
+	}
+	if _, err := fake.Say(ctx, slackChannel, m.TS, "U0ADA", "status"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fake.WaitMessage(ctx, slackChannel, func(x slackfake.Message) bool {
+		return x.ThreadTS == m.TS && x.Text == "Nothing deployed in this thread yet."
+	}); err != nil {
+		t.Fatalf("no answer in the thread: %v", err)
+	}
+	apps, _, _ := s.cli(t, "slack", "apps", "--json")
+	for _, secret := range []string{fake.BotToken(), fake.AppToken()} {
+		if strings.Contains(apps, secret) || strings.Contains(s.output(), secret) {
+			t.Fatalf("a token is in slack apps or the server's output")
+		}
+		entries, _ := os.ReadDir(data)
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), "helmr.db") {
+				b, _ := os.ReadFile(filepath.Join(data, e.Name()))
+				if strings.Contains(string(b), secret) {
+					t.Fatalf("a token is in plain text in %s", e.Name())
+				}
+			}
+		}
+	}
+}
