@@ -225,20 +225,22 @@ func (b *Bridge) runSocket(ctx context.Context, app store.SlackApp) {
 
 var mentionRE = regexp.MustCompile(`<@[A-Z0-9]+>`)
 
-// handleCallback takes one event_callback: a user's message in a
-// Session's thread, or a mention of the bot that opens a Session.
-func (b *Bridge) handleCallback(ctx context.Context, app *store.SlackApp, body []byte) error {
+// parseCallback reads an event_callback: the user's message it carries
+// as SlackInbound, ok false when it is nothing for a Session (another
+// event type, the bot's own or another bot's message, an edit or other
+// subtype, a top-level message without a mention), err when it is not
+// JSON.
+func parseCallback(app *store.SlackApp, body []byte) (in engine.SlackInbound, ok bool, err error) {
 	var cb struct {
 		Type    string          `json:"type"`
-		TeamID  string          `json:"team_id"`
 		EventID string          `json:"event_id"`
 		Event   json.RawMessage `json:"event"`
 	}
 	if err := json.Unmarshal(body, &cb); err != nil {
-		return &helmrtype.Error{Code: helmrtype.CodeInvalidRequest, Message: "the event is not JSON"}
+		return in, false, &helmrtype.Error{Code: helmrtype.CodeInvalidRequest, Message: "the event is not JSON"}
 	}
-	if cb.Type != "event_callback" {
-		return nil
+	if cb.Type != "event_callback" || cb.EventID == "" {
+		return in, false, nil
 	}
 	var ev struct {
 		Type     string `json:"type"`
@@ -251,20 +253,30 @@ func (b *Bridge) handleCallback(ctx context.Context, app *store.SlackApp, body [
 		Channel  string `json:"channel"`
 	}
 	if err := json.Unmarshal(cb.Event, &ev); err != nil {
-		return nil
+		return in, false, nil
 	}
-	if ev.Type != "message" && ev.Type != "app_mention" || ev.SubType != "" || ev.BotID != "" || ev.User == "" || ev.User == app.BotUserID {
-		return nil
+	if ev.Type != "message" && ev.Type != "app_mention" || ev.SubType != "" || ev.BotID != "" || ev.User == "" || ev.User == app.BotUserID ||
+		ev.Channel == "" || ev.TS == "" {
+		return in, false, nil
 	}
 	if ev.Type == "message" && ev.ThreadTS == "" {
-		return nil // a top-level message opens nothing; its app_mention may
+		return in, false, nil // a top-level message opens nothing; its app_mention may
 	}
 	text := ev.Text
 	if ev.Type == "app_mention" {
 		text = strings.TrimSpace(mentionRE.ReplaceAllString(text, ""))
 	}
-	in := engine.SlackInbound{AppID: app.ID, EventID: cb.EventID, TeamID: app.TeamID, ChannelID: ev.Channel, ThreadTS: ev.ThreadTS,
-		MessageTS: ev.TS, UserID: ev.User, Text: text, Mention: ev.Type == "app_mention"}
+	return engine.SlackInbound{AppID: app.ID, EventID: cb.EventID, TeamID: app.TeamID, ChannelID: ev.Channel, ThreadTS: ev.ThreadTS,
+		MessageTS: ev.TS, UserID: ev.User, Text: text, Mention: ev.Type == "app_mention"}, true, nil
+}
+
+// handleCallback takes one event_callback: a user's message in a
+// Session's thread, or a mention of the bot that opens a Session.
+func (b *Bridge) handleCallback(ctx context.Context, app *store.SlackApp, body []byte) error {
+	in, ok, err := parseCallback(app, body)
+	if !ok {
+		return err
+	}
 	out, err := b.handleMessage(ctx, in)
 	if err != nil {
 		if c := helmrtype.CodeOf(err); c == helmrtype.CodeInternal || c == helmrtype.CodeUnavailable || c == "" {
@@ -272,15 +284,15 @@ func (b *Bridge) handleCallback(ctx context.Context, app *store.SlackApp, body [
 		}
 		// A refusal of the input (closed Session, invalid input, no
 		// deployment …): say so in the thread, and take the event.
-		out = &engine.SlackOutcome{Action: engine.SlackReply, Reply: "Not sent: " + errMessage(err), ThreadTS: firstNonEmpty(ev.ThreadTS, ev.TS)}
+		out = &engine.SlackOutcome{Action: engine.SlackReply, Reply: "Not sent: " + errMessage(err), ThreadTS: firstNonEmpty(in.ThreadTS, in.MessageTS)}
 	}
 	switch out.Action {
 	case engine.SlackReply:
-		b.reply(ctx, app, ev.Channel, out.ThreadTS, out.Reply)
+		b.reply(ctx, app, in.ChannelID, out.ThreadTS, out.Reply)
 	case engine.SlackAnswer:
-		answer, _ := json.Marshal(text)
-		if _, err := b.eng.SlackAnswer(ctx, app.TeamID, ev.User, out.AskID, answer, "slack:"+cb.EventID); err != nil {
-			b.ephemeral(ctx, app, ev.Channel, out.ThreadTS, ev.User, "Your reply did not answer the question: "+errMessage(err))
+		answer, _ := json.Marshal(in.Text)
+		if _, err := b.eng.SlackAnswer(ctx, app.TeamID, in.UserID, out.AskID, answer, "slack:"+in.EventID); err != nil {
+			b.ephemeral(ctx, app, in.ChannelID, out.ThreadTS, in.UserID, "Your reply did not answer the question: "+errMessage(err))
 		}
 	}
 	return nil
