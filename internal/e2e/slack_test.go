@@ -355,7 +355,10 @@ func testButtons(t *testing.T, sp *slackPlane) {
 	if st.RespondedBy == nil || st.RespondedBy.Slack == nil || st.RespondedBy.Slack.UserID != "U0ADA" {
 		t.Fatalf("responded_by = %+v", st.RespondedBy)
 	}
-	sp.waitPost(thread, "Answered by <@U0ADA>")
+	answered := sp.waitPost(thread, "Answered by <@U0ADA>")
+	if answered.TS != q.TS || strings.Contains(string(answered.Blocks), "helmr_ask:") {
+		t.Fatalf("the answered question's post is %s with blocks %s; want %s edited, without buttons", answered.TS, answered.Blocks, q.TS)
+	}
 }
 
 func TestSlackRateLimitAndDeliveryUnavailable(t *testing.T) {
