@@ -188,14 +188,20 @@ func TestSlackThreadTurnsAndMessages(t *testing.T) {
 	sp.say(cthread, "U0ADA", "start")
 	sp.waitPost(cthread, "listening")
 	sp.say(cthread, "U0BOB", "ok-one")
-	sp.waitPost(cthread, "got ok-one")
+	one := sp.waitPost(cthread, "got ok-one")
+	// Streaming output edits the Turn's one output post.
+	sp.say(cthread, "U0BOB", "ok-two")
+	two := sp.waitPost(cthread, "got ok-two")
+	if two.TS != one.TS || !strings.Contains(two.Text, "listening\ngot ok-one\ngot ok-two") || len(two.Edits) == 0 {
+		t.Fatalf("output post %s %q (edits %q), want %s edited to hold all the output", two.TS, two.Text, two.Edits, one.TS)
+	}
 	cts := sp.turns(cs.ID)
 	if len(cts) != 1 {
-		t.Fatalf("chat: %d turns, want 1 (the reply is a message)", len(cts))
+		t.Fatalf("chat: %d turns, want 1 (the replies are messages)", len(cts))
 	}
 	var admitted helmrtype.SessionEvent
 	for _, e := range sp.events(cs.ID) {
-		if e.Kind == helmrtype.EventMessageAdmitted {
+		if e.Kind == helmrtype.EventMessageAdmitted && admitted.Kind == "" {
 			admitted = e
 		}
 	}
