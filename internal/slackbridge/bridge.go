@@ -67,11 +67,25 @@ type Bridge struct {
 	// seen holds the signatures of Events API requests already handled,
 	// until they leave the 5-minute window: a replayed request is refused.
 	seen map[string]time.Time
-	// opening is held (write) while a thread's opening message is posted
-	// and its ts recorded, and (read) while an inbound message is
-	// decided: a reply that follows an opening message at once finds its
-	// thread. (Across nodes the window remains; docs/slack.md.)
-	opening sync.RWMutex
+	// openings has a lock per channel, held (write) while a thread's
+	// opening message there is posted and its ts recorded, and (read)
+	// while an inbound message of the channel is decided: a reply that
+	// follows an opening message at once finds its thread. (Across nodes
+	// the engine answers unavailable meanwhile; see handleMessage.)
+	openings map[string]*sync.RWMutex
+}
+
+// opening returns the opening lock of an app's channel.
+func (b *Bridge) opening(appID, channelID string) *sync.RWMutex {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	k := appID + "/" + channelID
+	l, ok := b.openings[k]
+	if !ok {
+		l = &sync.RWMutex{}
+		b.openings[k] = l
+	}
+	return l
 }
 
 // New returns a Bridge; Start runs it.
@@ -97,7 +111,8 @@ func New(eng *engine.Engine, opts Options) *Bridge {
 	if opts.Rescan <= 0 {
 		opts.Rescan = 2 * time.Second
 	}
-	return &Bridge{eng: eng, opts: opts, log: opts.Logger.With("component", "slack"), running: map[string]context.CancelFunc{}, seen: map[string]time.Time{}}
+	return &Bridge{eng: eng, opts: opts, log: opts.Logger.With("component", "slack"), running: map[string]context.CancelFunc{}, seen: map[string]time.Time{},
+		openings: map[string]*sync.RWMutex{}}
 }
 
 // Start runs the bridge in the background until Close: a Socket Mode

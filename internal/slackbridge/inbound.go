@@ -304,10 +304,11 @@ func (b *Bridge) handleCallback(ctx context.Context, app *store.SlackApp, body [
 // unavailable).
 func (b *Bridge) handleMessage(ctx context.Context, in engine.SlackInbound) (*engine.SlackOutcome, error) {
 	deadline := time.Now().Add(2 * time.Second)
+	l := b.opening(in.AppID, in.ChannelID)
 	for {
-		b.opening.RLock()
+		l.RLock()
 		out, err := b.eng.HandleSlackMessage(ctx, in)
-		b.opening.RUnlock()
+		l.RUnlock()
 		if helmrtype.CodeOf(err) != helmrtype.CodeUnavailable || time.Now().After(deadline) {
 			return out, err
 		}

@@ -317,8 +317,9 @@ func (b *Bridge) open(ctx context.Context, api *slack.Client, p *projection, app
 		return false
 	}
 	text := fmt.Sprintf("Session of %s (%s) started here. Reply in this thread to talk to it.", s.Agent, s.ID)
-	b.opening.Lock()
-	defer b.opening.Unlock()
+	l := b.opening(app.ID, p.th.ChannelID)
+	l.Lock()
+	defer l.Unlock()
 	var ts string
 	err = b.call(ctx, func() error {
 		var err error
