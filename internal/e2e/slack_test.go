@@ -225,6 +225,27 @@ func TestSlackThreadTurnsAndMessages(t *testing.T) {
 		t.Fatalf("typed: %d turns, want 0", n)
 	}
 
+	// A closed Session says so in its thread, its projector is done, and
+	// a reply gets a refusal.
+	sp.must("POST", "/v1/sessions/"+s.ID+"/close", map[string]any{}, nil)
+	sp.waitPostExact(thread, "This Session is closed.")
+	sp.say(thread, "U0ADA", "still there?")
+	sp.waitPost(thread, "takes no more input")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		th, err := sp.cp.Engine.SlackThread(context.Background(), s.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if th.Done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the closed Session's thread is not done: %+v", th)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
 	// A mention of the bot opens a Session of the app's mention Agent in
 	// the mention's thread.
 	top := sp.say("", "U0ADA", "<@"+fake.BotUserID()+"> ping")
