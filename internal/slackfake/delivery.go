@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,6 +43,29 @@ func (f *Fake) acked(envelopeID string) {
 		w.once.Do(func() { close(w.ch) })
 	}
 }
+
+// Delivery is one attempt to deliver an event or interaction to the app.
+type Delivery struct {
+	Kind        string    // "events_api" or "interactive"
+	Type        string    // inner event type ("message", "app_mention") or "block_actions"
+	EventID     string    // the event's event_id, the same on every retry; "" for interactions
+	Attempt     int       // 0 for the first delivery, then 1..3 for retries
+	RetryReason string    // why this attempt is a retry ("timeout", "http_error", "http_timeout", …)
+	Transport   string    // "socket", "http", or "" when nobody was there to deliver to
+	Acked       bool      // acknowledged (Socket Mode ack, or a 2xx answer)
+	At          time.Time // when the attempt started
+}
+
+// Deliveries returns every delivery attempt so far, in order of their
+// ends (echoes of the bot's own messages included).
+func (f *Fake) Deliveries() []Delivery {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.deliveries)
+}
+
+// deliveryMeta names a delivery for Deliveries.
+type deliveryMeta struct{ kind, typ, eventID string }
 
 // DeliverOptions shape a raw signed-HTTP delivery.
 type DeliverOptions struct {
@@ -115,8 +139,9 @@ func (f *Fake) VerifyURL(ctx context.Context) error {
 // Say is a person (userID) posting text in channel, in the thread of
 // threadTS ("" = top level): a message event, and an app_mention event too
 // when text contains "<@BOTUSERID>", each delivered (and retried) until
-// acknowledged. It returns the new message's ts; the error says when a
-// delivery was never acknowledged.
+// acknowledged; nothing when the bot is not in the channel. text is as Slack sends it: mentions as <@U…>, and &, <, >
+// of typed text escaped as &amp; &lt; &gt;. It returns the new message's
+// ts; the error says when a delivery was never acknowledged.
 func (f *Fake) Say(ctx context.Context, channel, threadTS, userID, text string) (ts string, err error) {
 	f.mu.Lock()
 	if _, ok := f.channels[channel]; !ok {
@@ -130,7 +155,7 @@ func (f *Fake) Say(ctx context.Context, channel, threadTS, userID, text string) 
 	parentUser := ""
 	if threadTS != "" {
 		parent := f.findLocked(channel, threadTS)
-		if parent == nil || parent.msg.ThreadTS != "" && parent.msg.ThreadTS != parent.msg.TS {
+		if parent == nil || parent.msg.Ephemeral || parent.msg.Deleted || parent.msg.ThreadTS != "" && parent.msg.ThreadTS != parent.msg.TS {
 			f.mu.Unlock()
 			return "", fmt.Errorf("%w: no top-level message %s in %s to reply to", ErrUnknown, threadTS, channel)
 		}
@@ -138,7 +163,11 @@ func (f *Fake) Say(ctx context.Context, channel, threadTS, userID, text string) 
 	}
 	ts = f.nextTSLocked()
 	f.posts[channel] = append(f.posts[channel], &post{msg: Message{Channel: channel, TS: ts, ThreadTS: threadTS, Text: text, User: userID}})
+	outside := f.outside[channel]
 	f.mu.Unlock()
+	if outside {
+		return ts, nil // Slack sends the app nothing from a channel its bot is not in
+	}
 
 	ev := map[string]any{"client_msg_id": uuid.NewString(), "type": "message", "text": text, "user": userID,
 		"ts": ts, "blocks": richText(text), "team": teamID, "channel": channel, "event_ts": ts,
@@ -147,7 +176,8 @@ func (f *Fake) Say(ctx context.Context, channel, threadTS, userID, text string) 
 		ev["thread_ts"] = threadTS
 		ev["parent_user_id"] = parentUser
 	}
-	if err := f.deliver(ctx, kindEvents, f.eventCallback(ev), true); err != nil {
+	body, meta := f.eventCallback(ev)
+	if err := f.deliver(ctx, meta, body, true); err != nil {
 		return ts, err
 	}
 	if !strings.Contains(text, "<@"+botUserID+">") {
@@ -158,7 +188,39 @@ func (f *Fake) Say(ctx context.Context, channel, threadTS, userID, text string) 
 	if threadTS != "" {
 		mention["thread_ts"] = threadTS
 	}
-	return ts, f.deliver(ctx, kindEvents, f.eventCallback(mention), true)
+	body, meta = f.eventCallback(mention)
+	return ts, f.deliver(ctx, meta, body, true)
+}
+
+// Edit is a person changing the text of their message ts in channel: a
+// message event with subtype message_changed (the new message and the
+// previous one), delivered and retried like Say's.
+func (f *Fake) Edit(ctx context.Context, channel, ts, text string) error {
+	f.mu.Lock()
+	p := f.findLocked(channel, ts)
+	if p == nil || p.bot || p.msg.Deleted {
+		f.mu.Unlock()
+		return fmt.Errorf("%w: no person's message %s in %s", ErrUnknown, ts, channel)
+	}
+	prev := p.msg.clone()
+	p.msg.Edits = append(p.msg.Edits, p.msg.Text)
+	p.msg.Text = text
+	cur := p.msg.clone()
+	eventTS := f.nextTSLocked()
+	f.mu.Unlock()
+	show := func(m Message) map[string]any {
+		out := map[string]any{"type": "message", "user": m.User, "text": m.Text, "ts": m.TS, "team": teamID, "blocks": richText(m.Text)}
+		if m.ThreadTS != "" {
+			out["thread_ts"] = m.ThreadTS
+		}
+		return out
+	}
+	now := show(cur)
+	now["edited"] = map[string]any{"user": prev.User, "ts": eventTS}
+	ev := map[string]any{"type": "message", "subtype": "message_changed", "hidden": true, "channel": channel,
+		"ts": eventTS, "event_ts": eventTS, "channel_type": channelType(channel), "message": now, "previous_message": show(prev)}
+	body, meta := f.eventCallback(ev)
+	return f.deliver(ctx, meta, body, true)
 }
 
 // Click is a person (userID) clicking a button (block_actions) in the bot's
@@ -179,8 +241,10 @@ func (f *Fake) Click(ctx context.Context, userID, channel, messageTS, actionID, 
 	switch {
 	case !knownUser:
 		return fmt.Errorf("%w: user %q (AddUser it)", ErrUnknown, userID)
-	case p == nil || !p.bot:
+	case p == nil || !p.bot || m.Deleted:
 		return fmt.Errorf("%w: no bot message %s in %s", ErrUnknown, messageTS, channel)
+	case m.Ephemeral && m.EphemeralUser != userID:
+		return fmt.Errorf("%w: ephemeral message %s is shown to %s only", ErrUnknown, messageTS, m.EphemeralUser)
 	}
 	act, ok := findAction(m.Blocks, actionID)
 	if !ok {
@@ -209,15 +273,17 @@ func (f *Fake) Click(ctx context.Context, userID, channel, messageTS, actionID, 
 		"api_app_id": appID, "token": f.verificationToken, "container": container,
 		"trigger_id": fmt.Sprintf("%d.%s", time.Now().UnixMilli(), randomHex(8)),
 		"team":       map[string]any{"id": teamID, "domain": teamDomain}, "enterprise": nil, "is_enterprise_install": false,
-		"channel":      map[string]any{"id": channel, "name": channelName},
-		"state":        map[string]any{"values": map[string]any{}},
-		"response_url": f.srv.URL + "/actions/" + channel + "/" + m.TS + "/" + randomHex(8),
-		"actions":      []any{action}}
+		"channel": map[string]any{"id": channel, "name": channelName},
+		"state":   map[string]any{"values": map[string]any{}},
+		"actions": []any{action}}
 	if !m.Ephemeral {
 		payload["message"] = messageJSON(m)
 	}
+	f.mu.Lock()
+	payload["response_url"] = f.newResponseURLLocked(channel, m.TS, userID)
+	f.mu.Unlock()
 	b, _ := json.Marshal(payload)
-	return f.deliver(ctx, kindInteractive, b, false)
+	return f.deliver(ctx, deliveryMeta{kind: kindInteractive, typ: "block_actions"}, b, false)
 }
 
 // action is a clickable element found in a message's blocks.
@@ -281,22 +347,24 @@ func (f *Fake) echoLocked(m Message) {
 	ev := messageJSON(m)
 	ev["channel"], ev["event_ts"], ev["channel_type"] = m.Channel, m.TS, channelType(m.Channel)
 	ev["bot_profile"] = map[string]any{"id": botID, "app_id": appID, "name": botName, "team_id": teamID}
-	body := f.eventCallback(ev)
+	body, meta := f.eventCallback(ev)
 	if f.ctx.Err() != nil {
 		return
 	}
-	f.wg.Go(func() { _ = f.deliver(f.ctx, kindEvents, body, false) })
+	f.wg.Go(func() { _ = f.deliver(f.ctx, meta, body, false) })
 }
 
 // eventCallback wraps an inner event in the Events API envelope
 // (type event_callback) with a fresh event_id.
-func (f *Fake) eventCallback(inner map[string]any) []byte {
+func (f *Fake) eventCallback(inner map[string]any) ([]byte, deliveryMeta) {
+	id := randomID("Ev0")
 	b, _ := json.Marshal(map[string]any{"token": f.verificationToken, "team_id": teamID, "context_team_id": teamID,
-		"api_app_id": appID, "event": inner, "type": "event_callback", "event_id": randomID("Ev0"),
+		"api_app_id": appID, "event": inner, "type": "event_callback", "event_id": id,
 		"event_time": time.Now().Unix(), "is_ext_shared_channel": false, "event_context": "4-" + randomHex(20),
 		"authorizations": []any{map[string]any{"enterprise_id": nil, "team_id": teamID, "user_id": botUserID,
 			"is_bot": true, "is_enterprise_install": false}}})
-	return b
+	typ, _ := inner["type"].(string)
+	return b, deliveryMeta{kind: kindEvents, typ: typ, eventID: id}
 }
 
 var mentionRE = regexp.MustCompile(`<@([A-Z0-9]+)>`)
@@ -324,7 +392,7 @@ func richText(text string) []any {
 // client is connected, else as a signed POST to the Request URL; with
 // retries, up to maxRetries more attempts with the same payload (so the
 // same event_id), as Slack retries events.
-func (f *Fake) deliver(ctx context.Context, kind string, payload []byte, retry bool) error {
+func (f *Fake) deliver(ctx context.Context, meta deliveryMeta, payload []byte, retry bool) error {
 	attempts := 1
 	if retry {
 		attempts += maxRetries
@@ -341,7 +409,22 @@ func (f *Fake) deliver(ctx context.Context, kind string, payload []byte, retry b
 	var reason string
 	var why []string
 	for a := range attempts {
-		ok, r, stop := f.attempt(ctx, kind, payload, a, reason, w, &envelopes)
+		if a > 0 {
+			if err := f.retryWait(ctx, a, w); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-w.ch: // a late ack of the last attempt: no retry needed
+			return nil
+		default:
+		}
+		d := Delivery{Kind: meta.kind, Type: meta.typ, EventID: meta.eventID, Attempt: a, RetryReason: reason, At: time.Now()}
+		ok, r, stop := f.attempt(ctx, meta.kind, payload, a, reason, w, &envelopes, &d)
+		d.Acked = ok
+		f.mu.Lock()
+		f.deliveries = append(f.deliveries, d)
+		f.mu.Unlock()
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -354,12 +437,34 @@ func (f *Fake) deliver(ctx context.Context, kind string, payload []byte, retry b
 			break
 		}
 	}
-	return fmt.Errorf("%w: %s delivery, attempts: %s", ErrNotAcknowledged, kind, strings.Join(why, ", "))
+	return fmt.Errorf("%w: %s %s delivery, attempts: %s", ErrNotAcknowledged, meta.kind, meta.typ, strings.Join(why, ", "))
+}
+
+// retryWait waits out the delay before retry n (SetRetryDelays), or
+// until a late ack makes the retry needless.
+func (f *Fake) retryWait(ctx context.Context, n int, w *ackWait) error {
+	f.mu.Lock()
+	ds := f.retryDelays
+	f.mu.Unlock()
+	if len(ds) == 0 {
+		return nil
+	}
+	t := time.NewTimer(ds[min(n, len(ds))-1])
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-w.ch:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-f.ctx.Done():
+		return f.ctx.Err()
+	}
+	return nil
 }
 
 // attempt is one delivery attempt; it reports whether it was acknowledged,
 // the retry reason if not, and whether the app asked for no retries.
-func (f *Fake) attempt(ctx context.Context, kind string, payload []byte, attempt int, reason string, w *ackWait, envelopes *[]string) (ok bool, why string, stop bool) {
+func (f *Fake) attempt(ctx context.Context, kind string, payload []byte, attempt int, reason string, w *ackWait, envelopes *[]string, d *Delivery) (ok bool, why string, stop bool) {
 	f.mu.Lock()
 	timeout := f.ackTimeout
 	f.mu.Unlock()
@@ -373,10 +478,17 @@ func (f *Fake) attempt(ctx context.Context, kind string, payload []byte, attempt
 		}
 		changed := f.changed
 		f.mu.Unlock()
+		d.Transport = ""
 		switch {
 		case s != nil:
-			return f.socketAttempt(ctx, s, kind, payload, attempt, reason, w, envelopes, deadline)
+			d.Transport = "socket"
+			ok, why, stop, sent := f.socketAttempt(ctx, s, kind, payload, attempt, reason, w, envelopes, deadline)
+			if sent || time.Now().After(deadline) {
+				return ok, why, stop
+			}
+			continue // the connection broke under the write: try another, or wait for one
 		case target != "":
+			d.Transport = "http"
 			return f.httpAttempt(ctx, target, kind, payload, attempt, reason, deadline)
 		}
 		// Nobody to deliver to (a Socket Mode client may be reconnecting):
@@ -397,7 +509,9 @@ func (f *Fake) attempt(ctx context.Context, kind string, payload []byte, attempt
 	}
 }
 
-func (f *Fake) socketAttempt(ctx context.Context, s *socket, kind string, payload []byte, attempt int, reason string, w *ackWait, envelopes *[]string, deadline time.Time) (bool, string, bool) {
+// socketAttempt sends one envelope and waits for its ack; sent is false
+// when the write failed (the connection is then closed).
+func (f *Fake) socketAttempt(ctx context.Context, s *socket, kind string, payload []byte, attempt int, reason string, w *ackWait, envelopes *[]string, deadline time.Time) (ok bool, why string, stop, sent bool) {
 	id := uuid.NewString()
 	f.mu.Lock()
 	f.acks[id] = w
@@ -409,19 +523,20 @@ func (f *Fake) socketAttempt(ctx context.Context, s *socket, kind string, payloa
 	}
 	b, _ := json.Marshal(env)
 	if err := s.write(b); err != nil {
-		return false, "timeout", false
+		s.cancel()
+		return false, "timeout", false, false
 	}
 	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	select {
 	case <-w.ch:
-		return true, "", false
+		return true, "", false, true
 	case <-t.C:
-		return false, "timeout", false
+		return false, "timeout", false, true
 	case <-s.ctx.Done():
-		return false, "timeout", false
+		return false, "timeout", false, true
 	case <-ctx.Done():
-		return false, "", true
+		return false, "", true, true
 	}
 }
 

@@ -5,8 +5,24 @@
 // (slack.New with slack.OptionAPIURL, socketmode.New) work against it
 // unmodified.
 //
-// Tests drive the people side (Say, Click, Deliver) and read the bot side
-// (Messages, WaitMessage, Calls); FailNext injects Web API failures.
+// Tests drive the people side (Say, Edit, Click, Deliver) and read the bot
+// side (Messages, WaitMessage, Calls, Deliveries); FailNext and
+// SetRateLimit inject Web API failures. A typical test:
+//
+//	fake := slackfake.Start(t)
+//	fake.AddChannel("C1", "general")
+//	fake.AddUser("U1", "ada")
+//	// point the code under test at fake.APIURL() with fake.BotToken() and
+//	// fake.AppToken() (Socket Mode), or set fake.SetEventsURL(…) and
+//	// fake.SetInteractivityURL(…) and verify with fake.SigningSecret();
+//	// with Socket Mode, wait for fake.WaitSocketConnections(ctx, 1).
+//	ts, err := fake.Say(ctx, "C1", "", "U1", "<@"+fake.BotUserID()+"> hi")
+//	reply, err := fake.WaitMessage(ctx, "C1", func(m slackfake.Message) bool {
+//		return m.ThreadTS == ts && strings.Contains(m.Text, "hello")
+//	})
+//
+// docs/decisions/slack-fake.md says where the fake follows Slack and where
+// it simplifies (retries at once unless SetRetryDelays, one workspace, one app).
 package slackfake
 
 import (
@@ -70,6 +86,7 @@ type Fake struct {
 	mu               sync.Mutex
 	users            map[string]string // id -> name
 	channels         map[string]string // id -> name
+	outside          map[string]bool   // channels the bot is not a member of
 	posts            map[string][]*post
 	versions         map[string][]Message // every version of every bot message, per channel, in order
 	changed          chan struct{}        // closed and replaced on every change a waiter may want
@@ -83,8 +100,13 @@ type Fake struct {
 	nextSocket       int
 	acks             map[string]*ackWait // envelope_id -> its delivery's ack
 	ackTimeout       time.Duration
+	retryDelays      []time.Duration
 	pingInterval     time.Duration
 	echoBot          bool
+	responseURLs     map[string]*responseURL // by token
+	limits           map[string]rateLimit
+	served           map[string][]time.Time // per method, calls that were not refused by a limit
+	deliveries       []Delivery
 }
 
 // post is one message in a channel, a person's or the bot's.
@@ -101,6 +123,7 @@ type Message struct {
 	Edits                             []string // texts of earlier versions, oldest first
 	Ephemeral                         bool
 	EphemeralUser                     string
+	Deleted                           bool // removed by chat.delete or a response_url delete_original
 }
 
 // Failure is one injected Web API failure.
@@ -125,6 +148,7 @@ func Start(t testing.TB) *Fake {
 		verificationToken: randomHex(12),
 		users:             map[string]string{botUserID: botName},
 		channels:          map[string]string{},
+		outside:           map[string]bool{},
 		posts:             map[string][]*post{},
 		versions:          map[string][]Message{},
 		changed:           make(chan struct{}),
@@ -132,12 +156,16 @@ func Start(t testing.TB) *Fake {
 		calls:             map[string][]time.Time{},
 		tickets:           map[string]bool{},
 		acks:              map[string]*ackWait{},
+		responseURLs:      map[string]*responseURL{},
+		limits:            map[string]rateLimit{},
+		served:            map[string][]time.Time{},
 		ackTimeout:        defaultAckTimeout,
 		pingInterval:      defaultPing,
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/api/{method}", f.serveAPI)
 	mux.HandleFunc("/link/", f.serveSocket)
+	mux.HandleFunc("POST /actions/{token}", f.serveResponseURL)
 	f.srv = httptest.NewServer(mux)
 	t.Cleanup(f.close)
 	return f
@@ -197,6 +225,40 @@ func (f *Fake) AddChannel(id, name string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.channels[id] = name
+	delete(f.outside, id)
+}
+
+// SetBotMember adds the bot to a channel added with AddChannel, or removes
+// it, as /invite and /kick do. Outside a channel the bot gets no events
+// from it and cannot post there (not_in_channel; a private channel or DM
+// is channel_not_found to it).
+func (f *Fake) SetBotMember(id string, member bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if member {
+		delete(f.outside, id)
+	} else {
+		f.outside[id] = true
+	}
+}
+
+// channelErrLocked is the error a Web API call about channel gets: ""
+// when the bot may use it, not_in_channel for a public channel it is not
+// in (when public is an error at all: reads of public channels' info
+// succeed), channel_not_found otherwise. f.mu must be held.
+func (f *Fake) channelErrLocked(channel string, readInfo bool) string {
+	if _, ok := f.channels[channel]; !ok {
+		return "channel_not_found"
+	}
+	switch {
+	case !f.outside[channel]:
+		return ""
+	case channelType(channel) != "channel":
+		return "channel_not_found"
+	case readInfo:
+		return ""
+	}
+	return "not_in_channel"
 }
 
 // SetEventsURL sets the Events API Request URL that HTTP deliveries go to
@@ -223,6 +285,16 @@ func (f *Fake) SetAckTimeout(d time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.ackTimeout = d
+}
+
+// SetRetryDelays spaces out an event's retries: the nth retry waits
+// ds[n-1] (the last one repeats) after the failed attempt. Slack waits
+// about 0, 1 min and 5 min; the fake retries at once unless set, so a test
+// can, say, restart the app between attempts.
+func (f *Fake) SetRetryDelays(ds ...time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.retryDelays = slices.Clone(ds)
 }
 
 // SetPingInterval changes how often the fake sends a WebSocket ping on each
@@ -289,6 +361,45 @@ func (f *Fake) FailNext(method string, fs ...Failure) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.failures[method] = append(f.failures[method], fs...)
+}
+
+// SetRateLimit makes a Web API method refuse calls beyond calls per
+// window, as Slack's rate limit tiers do: HTTP 429 with Retry-After (whole
+// seconds until a call leaves the window) and error "ratelimited". calls 0
+// removes the limit. Refused calls do not use up the window.
+func (f *Fake) SetRateLimit(method string, calls int, per time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if calls <= 0 {
+		delete(f.limits, method)
+		return
+	}
+	f.limits[method] = rateLimit{calls: calls, per: per}
+}
+
+// rateLimit is a method's limit: at most calls per window.
+type rateLimit struct {
+	calls int
+	per   time.Duration
+}
+
+// limitedLocked says whether a call of method now exceeds its rate limit,
+// and if so for how long; otherwise it counts the call. f.mu must be held.
+func (f *Fake) limitedLocked(method string, now time.Time) (time.Duration, bool) {
+	l, ok := f.limits[method]
+	if !ok {
+		return 0, false
+	}
+	recent := f.served[method]
+	for len(recent) > 0 && now.Sub(recent[0]) >= l.per {
+		recent = recent[1:]
+	}
+	f.served[method] = recent
+	if len(recent) >= l.calls {
+		return recent[0].Add(l.per).Sub(now), true
+	}
+	f.served[method] = append(recent, now)
+	return 0, false
 }
 
 // Calls is how many calls a Web API method got, failed ones included.

@@ -398,9 +398,41 @@ func TestSocketModeRetry(t *testing.T) {
 	if !errors.Is(err, slackfake.ErrNotAcknowledged) {
 		t.Fatalf("unacked Say: %v", err)
 	}
-	for attempt := range 4 {
-		if r := <-got; r.req.RetryAttempt != attempt {
+	for attempt := 0; attempt < 4; {
+		r := <-got
+		if r.event.Data.(*slackevents.EventsAPICallbackEvent).EventID == eventID {
+			continue // the first message's attempts, if an ack came too late
+		}
+		if r.req.RetryAttempt != attempt {
 			t.Fatalf("attempt %d: %+v", attempt, r.req)
+		}
+		attempt++
+	}
+	// Deliveries: the first message acked on its third attempt (or later,
+	// should an ack be slow), the second never, each with one event_id.
+	byEvent := map[string][]slackfake.Delivery{}
+	var order []string
+	for _, d := range f.Deliveries() {
+		if d.Transport != "socket" || d.Type != "message" {
+			t.Fatalf("delivery %+v", d)
+		}
+		if byEvent[d.EventID] == nil {
+			order = append(order, d.EventID)
+		}
+		byEvent[d.EventID] = append(byEvent[d.EventID], d)
+	}
+	if len(order) != 2 || order[0] != eventID {
+		t.Fatalf("deliveries of %v", order)
+	}
+	for i, id := range order {
+		ds := byEvent[id]
+		if (i == 0 && (len(ds) < 3 || !ds[len(ds)-1].Acked)) || (i == 1 && len(ds) != 4) {
+			t.Fatalf("deliveries of event %d: %+v", i, ds)
+		}
+		for a, d := range ds {
+			if d.Attempt != a || d.Acked != (i == 0 && a == len(ds)-1) || (a > 0) != (d.RetryReason == "timeout") {
+				t.Fatalf("event %d attempt %d: %+v", i, a, d)
+			}
 		}
 	}
 }
@@ -802,5 +834,352 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met in 15 s")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestThreadsAndDeletes(t *testing.T) {
+	f, api := setup(t)
+	ctx := ctxT(t)
+	got := make(chan string, 10)
+	runSocketApp(t, f, func(c *socketmode.Client, e socketmode.Event) {
+		if e.Type == socketmode.EventTypeEventsAPI {
+			_ = c.Ack(*e.Request)
+			got <- e.Data.(slackevents.EventsAPIEvent).InnerEvent.Type
+		}
+	})
+	root, err := f.Say(ctx, "C1", "", "U1", "<@"+f.BotUserID()+"> help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, bts, err := api.PostMessageContext(ctx, "C1", slack.MsgOptionText("sure", false), slack.MsgOptionTS(root))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Say(ctx, "C1", root, "U1", "thanks"); err != nil {
+		t.Fatal(err)
+	}
+	_, other, err := api.PostMessageContext(ctx, "C1", slack.MsgOptionText("top level", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	msgs, more, _, err := api.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{ChannelID: "C1", Timestamp: root})
+	if err != nil || more || len(msgs) != 3 {
+		t.Fatalf("replies %d %v %v", len(msgs), more, err)
+	}
+	if msgs[0].Timestamp != root || msgs[0].ReplyCount != 2 || msgs[1].Timestamp != bts || msgs[1].BotID == "" || msgs[2].Text != "thanks" || msgs[2].User != "U1" {
+		t.Fatalf("replies %+v", msgs)
+	}
+	hist, err := api.GetConversationHistoryContext(ctx, &slack.GetConversationHistoryParameters{ChannelID: "C1"})
+	if err != nil || len(hist.Messages) != 2 || hist.Messages[0].Timestamp != other || hist.Messages[1].Timestamp != root {
+		t.Fatalf("history %+v %v", hist, err)
+	}
+	link, err := api.GetPermalinkContext(ctx, &slack.PermalinkParameters{Channel: "C1", Ts: bts})
+	if err != nil || !strings.Contains(link, "/archives/C1/p"+strings.ReplaceAll(bts, ".", "")) {
+		t.Fatalf("permalink %q %v", link, err)
+	}
+
+	if _, _, err := api.DeleteMessageContext(ctx, "C1", root); slackCode(err) != "cant_delete_message" {
+		t.Fatalf("deleting a person's message: %v", err)
+	}
+	if _, _, err := api.DeleteMessageContext(ctx, "C1", bts); err != nil {
+		t.Fatal(err)
+	}
+	if m := f.Messages("C1")[0]; m.TS != bts || !m.Deleted {
+		t.Fatalf("deleted %+v", m)
+	}
+	if _, _, _, err := api.UpdateMessageContext(ctx, "C1", bts, slack.MsgOptionText("x", false)); slackCode(err) != "message_not_found" {
+		t.Fatalf("update of a deleted message: %v", err)
+	}
+	if msgs, _, _, _ := api.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{ChannelID: "C1", Timestamp: root}); len(msgs) != 2 {
+		t.Fatalf("replies after delete %d", len(msgs))
+	}
+	for range 3 { // message + app_mention, then the reply
+		<-got
+	}
+}
+
+func TestResponseURL(t *testing.T) {
+	f, api := setup(t)
+	ctx := ctxT(t)
+	_, ts, err := api.PostMessageContext(ctx, "C1", slack.MsgOptionText("Deploy?", false), slack.MsgOptionBlocks(approvalBlocks("Deploy?")...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clicks := make(chan slack.InteractionCallback, 1)
+	runSocketApp(t, f, func(c *socketmode.Client, e socketmode.Event) {
+		if e.Type == socketmode.EventTypeInteractive {
+			_ = c.Ack(*e.Request)
+			clicks <- e.Data.(slack.InteractionCallback)
+		}
+	})
+	if err := f.Click(ctx, "U1", "C1", ts, "approve", "yes"); err != nil {
+		t.Fatal(err)
+	}
+	cb := <-clicks
+	// Ephemeral by default, then in the channel's thread, then the original replaced.
+	if _, _, err := api.PostMessageContext(ctx, "", slack.MsgOptionResponseURL(cb.ResponseURL, ""), slack.MsgOptionText("only you see this", false)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := api.PostMessageContext(ctx, "", slack.MsgOptionResponseURL(cb.ResponseURL, slack.ResponseTypeInChannel), slack.MsgOptionText("approved by ada", false), slack.MsgOptionTS(ts)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := api.PostMessageContext(ctx, "", slack.MsgOptionReplaceOriginal(cb.ResponseURL), slack.MsgOptionText("Deploy? Approved", false)); err != nil {
+		t.Fatal(err)
+	}
+	msgs := f.Messages("C1")
+	if len(msgs) != 3 {
+		t.Fatalf("messages %+v", msgs)
+	}
+	if m := msgs[0]; m.Text != "Deploy? Approved" || string(m.Blocks) != "[]" || len(m.Edits) != 1 {
+		t.Fatalf("replaced original %+v", m)
+	}
+	if m := msgs[1]; !m.Ephemeral || m.EphemeralUser != "U1" || m.Text != "only you see this" {
+		t.Fatalf("ephemeral response %+v", m)
+	}
+	if m := msgs[2]; m.Ephemeral || m.ThreadTS != ts || m.Text != "approved by ada" {
+		t.Fatalf("in_channel response %+v", m)
+	}
+	if _, _, err := api.PostMessageContext(ctx, "", slack.MsgOptionDeleteOriginal(cb.ResponseURL)); err != nil {
+		t.Fatal(err)
+	}
+	if !f.Messages("C1")[0].Deleted {
+		t.Fatal("delete_original kept the message")
+	}
+	// Five uses, as Slack allows; the sixth is refused.
+	_, _, err = api.PostMessageContext(ctx, "", slack.MsgOptionResponseURL(cb.ResponseURL, ""), slack.MsgOptionText("5", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = api.PostMessageContext(ctx, "", slack.MsgOptionResponseURL(cb.ResponseURL, ""), slack.MsgOptionText("6", false))
+	var sc slack.StatusCodeError
+	if !errors.As(err, &sc) || sc.Code != http.StatusNotFound || f.Calls("response_url") != 6 {
+		t.Fatalf("sixth use: %v, calls %d", err, f.Calls("response_url"))
+	}
+}
+
+func TestRateLimit(t *testing.T) {
+	f, api := setup(t)
+	ctx := ctxT(t)
+	f.SetRateLimit("chat.postMessage", 2, 2*time.Second)
+	for i := range 2 {
+		if _, _, err := api.PostMessageContext(ctx, "C1", slack.MsgOptionText(strconv.Itoa(i), false)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, _, err := api.PostMessageContext(ctx, "C1", slack.MsgOptionText("third", false))
+	var rl *slack.RateLimitedError
+	if !errors.As(err, &rl) || rl.RetryAfter < time.Second || rl.RetryAfter > 2*time.Second {
+		t.Fatalf("third call in the window: %v", err)
+	}
+	// A client that honours Retry-After gets through once the window moves.
+	retrying := client(t, f, slack.OptionRetryConfig(slack.RetryConfig{MaxRetries: 2}))
+	if _, _, err := retrying.PostMessageContext(ctx, "C1", slack.MsgOptionText("third", false)); err != nil {
+		t.Fatal(err)
+	}
+	times := f.CallTimes("chat.postMessage")
+	if n := len(f.Messages("C1")); n != 3 || len(times) < 5 || times[len(times)-1].Sub(times[0]) < 2*time.Second {
+		t.Fatalf("%d messages, calls at %v", n, times)
+	}
+	f.SetRateLimit("chat.postMessage", 0, 0)
+	for range 3 {
+		if _, _, err := api.PostMessageContext(ctx, "C1", slack.MsgOptionText("free", false)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestEdit(t *testing.T) {
+	f, _ := setup(t)
+	ctx := ctxT(t)
+	got := make(chan *slackevents.MessageEvent, 2)
+	runSocketApp(t, f, func(c *socketmode.Client, e socketmode.Event) {
+		if e.Type == socketmode.EventTypeEventsAPI {
+			_ = c.Ack(*e.Request)
+			got <- e.Data.(slackevents.EventsAPIEvent).InnerEvent.Data.(*slackevents.MessageEvent)
+		}
+	})
+	ts, err := f.Say(ctx, "C1", "", "U1", "deploy v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-got
+	if err := f.Edit(ctx, "C1", ts, "deploy v2"); err != nil {
+		t.Fatal(err)
+	}
+	e := <-got
+	if e.SubType != "message_changed" || e.Message == nil || e.Message.Timestamp != ts || e.Message.Text != "deploy v2" ||
+		e.PreviousMessage == nil || e.PreviousMessage.Text != "deploy v1" || e.TimeStamp == ts {
+		t.Fatalf("message_changed %+v", e)
+	}
+	if err := f.Edit(ctx, "C1", "1.000001", "x"); !errors.Is(err, slackfake.ErrUnknown) {
+		t.Fatalf("edit of an unknown message: %v", err)
+	}
+}
+
+// TestConcurrentSays: deliveries in flight at once are acked each by its
+// own envelope, and every message gets its own increasing ts.
+func TestConcurrentSays(t *testing.T) {
+	f, _ := setup(t)
+	ctx := ctxT(t)
+	runSocketApp(t, f, func(c *socketmode.Client, e socketmode.Event) {
+		if e.Type == socketmode.EventTypeEventsAPI {
+			go func() { _ = c.Ack(*e.Request) }() // acks out of order
+		}
+	})
+	const n = 20
+	var wg sync.WaitGroup
+	tss := make([]string, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() { tss[i], errs[i] = f.Say(ctx, "C1", "", "U1", "msg "+strconv.Itoa(i)) })
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	for i := range n {
+		if errs[i] != nil || seen[tss[i]] {
+			t.Fatalf("say %d: ts %q, %v", i, tss[i], errs[i])
+		}
+		seen[tss[i]] = true
+	}
+	for _, d := range f.Deliveries() {
+		if !d.Acked || d.Attempt != 0 {
+			t.Fatalf("delivery %+v", d)
+		}
+	}
+}
+
+func TestBotMembership(t *testing.T) {
+	f, api := setup(t)
+	ctx := ctxT(t)
+	f.AddChannel("G1", "private")
+	got := make(chan string, 10)
+	runSocketApp(t, f, func(c *socketmode.Client, e socketmode.Event) {
+		if e.Type == socketmode.EventTypeEventsAPI {
+			_ = c.Ack(*e.Request)
+			got <- e.Data.(slackevents.EventsAPIEvent).InnerEvent.Data.(*slackevents.MessageEvent).Channel
+		}
+	})
+	f.SetBotMember("C1", false)
+	f.SetBotMember("G1", false)
+	if _, _, err := api.PostMessageContext(ctx, "C1", slack.MsgOptionText("x", false)); slackCode(err) != "not_in_channel" {
+		t.Fatalf("post in a public channel the bot left: %v", err)
+	}
+	if _, _, err := api.PostMessageContext(ctx, "G1", slack.MsgOptionText("x", false)); slackCode(err) != "channel_not_found" {
+		t.Fatalf("post in a private channel the bot left: %v", err)
+	}
+	if c, err := api.GetConversationInfoContext(ctx, &slack.GetConversationInfoInput{ChannelID: "C1"}); err != nil || c.IsMember {
+		t.Fatalf("conversations.info outside: %+v %v", c, err)
+	}
+	if _, err := f.Say(ctx, "C1", "", "U1", "<@"+f.BotUserID()+"> anyone?"); err != nil {
+		t.Fatal(err)
+	}
+	f.SetBotMember("C1", true)
+	if _, err := f.Say(ctx, "G1", "", "U1", "secret"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Say(ctx, "C1", "", "U1", "back"); err != nil {
+		t.Fatal(err)
+	}
+	if ch := <-got; ch != "C1" || len(f.Deliveries()) != 1 {
+		t.Fatalf("delivered from %s; deliveries %+v", ch, f.Deliveries())
+	}
+	if _, _, err := api.PostMessageContext(ctx, "C1", slack.MsgOptionText("x", false)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLateAck: an ack of an earlier attempt that arrives while a retry
+// waits acknowledges the delivery.
+func TestLateAck(t *testing.T) {
+	f, _ := setup(t)
+	ctx := ctxT(t)
+	f.SetAckTimeout(time.Second)
+	runSocketApp(t, f, func(c *socketmode.Client, e socketmode.Event) {
+		if e.Type == socketmode.EventTypeEventsAPI && e.Request.RetryAttempt == 0 {
+			req := *e.Request
+			time.AfterFunc(1500*time.Millisecond, func() { _ = c.Ack(req) }) // during the first retry's wait
+		}
+	})
+	if _, err := f.Say(ctx, "C1", "", "U1", "slow"); err != nil {
+		t.Fatal(err)
+	}
+	ds := f.Deliveries()
+	if len(ds) != 2 || ds[0].Acked || !ds[1].Acked || ds[1].Attempt != 1 {
+		t.Fatalf("deliveries %+v", ds)
+	}
+}
+
+// BenchmarkSay is one person's message delivered over Socket Mode to
+// slack-go's client and acked (message event only, no mention).
+func BenchmarkSay(b *testing.B) {
+	f := slackfake.Start(b)
+	f.AddChannel("C1", "general")
+	f.AddUser("U1", "ada")
+	hc := &http.Client{Transport: &http.Transport{}}
+	b.Cleanup(hc.CloseIdleConnections)
+	sm := socketmode.New(slack.New(f.BotToken(), slack.OptionAPIURL(f.APIURL()), slack.OptionAppLevelToken(f.AppToken()), slack.OptionHTTPClient(hc)))
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = sm.RunContext(ctx) })
+	wg.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e := <-sm.Events:
+				if e.Type == socketmode.EventTypeEventsAPI {
+					_ = sm.Ack(*e.Request)
+				}
+			}
+		}
+	})
+	b.Cleanup(func() { cancel(); wg.Wait() })
+	if err := f.WaitSocketConnections(ctx, 1); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := f.Say(ctx, "C1", "", "U1", "hello"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPostMessage is chat.postMessage through slack-go's client.
+func BenchmarkPostMessage(b *testing.B) {
+	f := slackfake.Start(b)
+	f.AddChannel("C1", "general")
+	hc := &http.Client{Transport: &http.Transport{}}
+	b.Cleanup(hc.CloseIdleConnections)
+	api := slack.New(f.BotToken(), slack.OptionAPIURL(f.APIURL()), slack.OptionHTTPClient(hc))
+	ctx := context.Background()
+	for b.Loop() {
+		if _, _, err := api.PostMessageContext(ctx, "C1", slack.MsgOptionText("hello", false)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestRetryDelays: with spaced-out retries an app that comes back between
+// attempts gets the event again, with the same event_id.
+func TestRetryDelays(t *testing.T) {
+	f, _ := setup(t)
+	ctx := ctxT(t)
+	f.SetRetryDelays(700 * time.Millisecond)
+	app := startHTTPApp(t, f)
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "restarting", http.StatusServiceUnavailable)
+	}))
+	defer down.Close()
+	f.SetEventsURL(down.URL)
+	time.AfterFunc(200*time.Millisecond, func() { f.SetEventsURL(app.srv.URL + "/slack/events") }) // back before the retry
+	if _, err := f.Say(ctx, "C1", "", "U1", "are you there?"); err != nil {
+		t.Fatal(err)
+	}
+	ds := f.Deliveries()
+	evs := app.received()
+	if len(ds) != 2 || ds[0].Acked || !ds[1].Acked || ds[1].At.Sub(ds[0].At) < 700*time.Millisecond ||
+		len(evs) != 1 || evs[0].header.Get("X-Slack-Retry-Num") != "1" || evs[0].header.Get("X-Slack-Retry-Reason") != "http_error" {
+		t.Fatalf("deliveries %+v, app saw %d", ds, len(evs))
 	}
 }

@@ -138,9 +138,11 @@ func (f *Fake) CloseSockets() {
 // robin as Slack spreads deliveries over an app's connections; f.mu must
 // be held.
 func (f *Fake) pickSocketLocked() *socket {
-	if len(f.sockets) == 0 {
-		return nil
+	for range f.sockets {
+		f.nextSocket = (f.nextSocket + 1) % len(f.sockets)
+		if s := f.sockets[f.nextSocket]; s.ctx.Err() == nil {
+			return s
+		}
 	}
-	f.nextSocket = (f.nextSocket + 1) % len(f.sockets)
-	return f.sockets[f.nextSocket]
+	return nil // none, or all of them closing
 }

@@ -31,12 +31,15 @@ type params map[string]string
 
 func (f *Fake) serveAPI(w http.ResponseWriter, r *http.Request) {
 	method := r.PathValue("method")
+	now := time.Now()
 	f.mu.Lock()
-	f.calls[method] = append(f.calls[method], time.Now())
+	f.calls[method] = append(f.calls[method], now)
 	var fail *Failure
 	if fs := f.failures[method]; len(fs) > 0 {
 		fail = &fs[0]
 		f.failures[method] = fs[1:]
+	} else if wait, limited := f.limitedLocked(method, now); limited {
+		fail = &Failure{Status: http.StatusTooManyRequests, RetryAfter: max(wait, time.Second), Error: "ratelimited"}
 	}
 	f.mu.Unlock()
 	if fail != nil {
@@ -74,6 +77,14 @@ func (f *Fake) serveAPI(w http.ResponseWriter, r *http.Request) {
 		res, aerr = f.postMessage(p, true)
 	case "chat.update":
 		res, aerr = f.updateMessage(p)
+	case "chat.delete":
+		res, aerr = f.deleteMessage(p)
+	case "chat.getPermalink":
+		res, aerr = f.permalink(p)
+	case "conversations.replies":
+		res, aerr = f.replies(p)
+	case "conversations.history":
+		res, aerr = f.history(p)
 	case "users.info":
 		res, aerr = f.userInfo(p)
 	case "conversations.info":
@@ -143,8 +154,8 @@ func (f *Fake) postMessage(p params, ephemeral bool) (map[string]any, *apiError)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, ok := f.channels[channel]; !ok {
-		return nil, &apiError{code: "channel_not_found"}
+	if code := f.channelErrLocked(channel, false); code != "" {
+		return nil, &apiError{code: code}
 	}
 	m := Message{Channel: channel, ThreadTS: p["thread_ts"], Text: p["text"], User: botUserID, Blocks: blocks, Ephemeral: ephemeral}
 	if ephemeral {
@@ -153,15 +164,9 @@ func (f *Fake) postMessage(p params, ephemeral bool) (map[string]any, *apiError)
 		}
 		m.EphemeralUser = p["user"]
 	}
-	m.TS = f.nextTSLocked()
-	f.posts[channel] = append(f.posts[channel], &post{msg: m, bot: true})
-	f.versions[channel] = append(f.versions[channel], m.clone())
-	f.notifyLocked()
+	m = f.addBotPostLocked(m)
 	if ephemeral {
 		return map[string]any{"message_ts": m.TS}, nil
-	}
-	if f.echoBot {
-		f.echoLocked(m)
 	}
 	return map[string]any{"channel": channel, "ts": m.TS, "message": messageJSON(m)}, nil
 }
@@ -174,32 +179,165 @@ func (f *Fake) updateMessage(p params) (map[string]any, *apiError) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, ok := f.channels[channel]; !ok {
-		return nil, &apiError{code: "channel_not_found"}
+	target, aerr := f.botMessageLocked(channel, ts, "cant_update_message")
+	if aerr != nil {
+		return nil, aerr
 	}
-	var target *post
-	for _, q := range f.posts[channel] {
-		if q.msg.TS == ts && !q.msg.Ephemeral {
-			target = q
-		}
+	text, hasText := p["text"]
+	m := f.editLocked(target, text, hasText, blocks)
+	return map[string]any{"channel": channel, "ts": ts, "text": m.Text, "message": messageJSON(m)}, nil
+}
+
+// addBotPostLocked posts m as the bot with a new ts (echoing it to the
+// app when SetEchoBotMessages is on); f.mu must be held.
+func (f *Fake) addBotPostLocked(m Message) Message {
+	m.TS = f.nextTSLocked()
+	f.posts[m.Channel] = append(f.posts[m.Channel], &post{msg: m, bot: true})
+	f.versions[m.Channel] = append(f.versions[m.Channel], m.clone())
+	f.notifyLocked()
+	if f.echoBot && !m.Ephemeral {
+		f.echoLocked(m)
 	}
+	return m
+}
+
+// botMessageLocked finds the bot's (not ephemeral, not deleted) message ts
+// in channel, for a change; notOwn is the error code when the message is a
+// person's. f.mu must be held.
+func (f *Fake) botMessageLocked(channel, ts, notOwn string) (*post, *apiError) {
+	if code := f.channelErrLocked(channel, false); code != "" {
+		return nil, &apiError{code: code}
+	}
+	target := f.findLocked(channel, ts)
 	switch {
-	case target == nil:
+	case target == nil || target.msg.Ephemeral || target.msg.Deleted:
 		return nil, &apiError{code: "message_not_found"}
 	case !target.bot:
-		return nil, &apiError{code: "cant_update_message"}
+		return nil, &apiError{code: notOwn}
 	}
+	return target, nil
+}
+
+// editLocked records a new version of a bot message: text when hasText,
+// blocks when not nil (Slack keeps what an update leaves out). f.mu must
+// be held.
+func (f *Fake) editLocked(target *post, text string, hasText bool, blocks json.RawMessage) Message {
 	m := &target.msg
 	m.Edits = append(m.Edits, m.Text)
-	if v, ok := p["text"]; ok {
-		m.Text = v
+	if hasText {
+		m.Text = text
 	}
 	if blocks != nil {
 		m.Blocks = blocks
 	}
-	f.versions[channel] = append(f.versions[channel], m.clone())
+	f.versions[m.Channel] = append(f.versions[m.Channel], m.clone())
 	f.notifyLocked()
-	return map[string]any{"channel": channel, "ts": ts, "text": m.Text, "message": messageJSON(*m)}, nil
+	return m.clone()
+}
+
+// deleteLocked marks a bot message deleted; f.mu must be held.
+func (f *Fake) deleteLocked(target *post) {
+	target.msg.Deleted = true
+	f.versions[target.msg.Channel] = append(f.versions[target.msg.Channel], target.msg.clone())
+	f.notifyLocked()
+}
+
+func (f *Fake) deleteMessage(p params) (map[string]any, *apiError) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	target, aerr := f.botMessageLocked(p["channel"], p["ts"], "cant_delete_message")
+	if aerr != nil {
+		return nil, aerr
+	}
+	f.deleteLocked(target)
+	return map[string]any{"channel": p["channel"], "ts": p["ts"]}, nil
+}
+
+func (f *Fake) permalink(p params) (map[string]any, *apiError) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	channel, ts := p["channel"], p["message_ts"]
+	if code := f.channelErrLocked(channel, false); code != "" {
+		return nil, &apiError{code: code}
+	}
+	if q := f.findLocked(channel, ts); q == nil || q.msg.Deleted || q.msg.Ephemeral {
+		return nil, &apiError{code: "message_not_found"}
+	}
+	return map[string]any{"channel": channel,
+		"permalink": "https://" + teamDomain + ".slack.com/archives/" + channel + "/p" + strings.ReplaceAll(ts, ".", "")}, nil
+}
+
+// replies is conversations.replies: the thread's parent and its replies,
+// oldest first, in one page.
+func (f *Fake) replies(p params) (map[string]any, *apiError) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	channel, ts := p["channel"], p["ts"]
+	if code := f.channelErrLocked(channel, false); code != "" {
+		return nil, &apiError{code: code}
+	}
+	parent := f.findLocked(channel, ts)
+	if parent == nil || parent.msg.Deleted || parent.msg.Ephemeral {
+		return nil, &apiError{code: "thread_not_found"}
+	}
+	root := ts
+	if parent.msg.ThreadTS != "" {
+		root = parent.msg.ThreadTS
+	}
+	msgs := []any{}
+	for _, q := range f.posts[channel] {
+		if q.msg.Deleted || q.msg.Ephemeral || (q.msg.TS != root && q.msg.ThreadTS != root) {
+			continue
+		}
+		msgs = append(msgs, f.postJSONLocked(q))
+	}
+	return map[string]any{"messages": msgs, "has_more": false, "response_metadata": map[string]any{"next_cursor": ""}}, nil
+}
+
+// history is conversations.history: the channel's top-level messages,
+// newest first, in one page.
+func (f *Fake) history(p params) (map[string]any, *apiError) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	channel := p["channel"]
+	if code := f.channelErrLocked(channel, false); code != "" {
+		return nil, &apiError{code: code}
+	}
+	msgs := []any{}
+	ps := f.posts[channel]
+	for i := len(ps) - 1; i >= 0; i-- {
+		q := ps[i]
+		if q.msg.Deleted || q.msg.Ephemeral || (q.msg.ThreadTS != "" && q.msg.ThreadTS != q.msg.TS) {
+			continue
+		}
+		msgs = append(msgs, f.postJSONLocked(q))
+	}
+	return map[string]any{"messages": msgs, "has_more": false, "pin_count": 0,
+		"response_metadata": map[string]any{"next_cursor": ""}}, nil
+}
+
+// postJSONLocked is a message as conversations.* show it, with the
+// thread's reply count on a parent; f.mu must be held.
+func (f *Fake) postJSONLocked(q *post) map[string]any {
+	var out map[string]any
+	if q.bot {
+		out = messageJSON(q.msg)
+	} else {
+		out = map[string]any{"type": "message", "user": q.msg.User, "text": q.msg.Text, "ts": q.msg.TS, "team": teamID}
+		if q.msg.ThreadTS != "" {
+			out["thread_ts"] = q.msg.ThreadTS
+		}
+	}
+	replies := 0
+	for _, r := range f.posts[q.msg.Channel] {
+		if r.msg.ThreadTS == q.msg.TS && r.msg.TS != q.msg.TS && !r.msg.Deleted && !r.msg.Ephemeral {
+			replies++
+		}
+	}
+	if replies > 0 {
+		out["thread_ts"], out["reply_count"] = q.msg.TS, replies
+	}
+	return out
 }
 
 // checkContent checks a message's text and blocks as Slack does and returns
@@ -244,13 +382,13 @@ func (f *Fake) conversationInfo(p params) (map[string]any, *apiError) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	id := p["channel"]
-	name, ok := f.channels[id]
-	if !ok {
-		return nil, &apiError{code: "channel_not_found"}
+	if code := f.channelErrLocked(id, true); code != "" {
+		return nil, &apiError{code: code}
 	}
+	name := f.channels[id]
 	typ := channelType(id)
 	c := map[string]any{"id": id, "name": name, "is_channel": typ == "channel", "is_group": typ == "group",
-		"is_im": typ == "im", "is_private": typ != "channel", "is_member": true, "is_archived": false,
+		"is_im": typ == "im", "is_private": typ != "channel", "is_member": !f.outside[id], "is_archived": false,
 		"context_team_id": teamID, "created": 1700000000}
 	return map[string]any{"channel": c}, nil
 }
