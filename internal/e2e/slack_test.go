@@ -521,10 +521,11 @@ func TestSlackTwoNodes(t *testing.T) {
 	}
 }
 
-// TestSlackHelperExample runs examples/slack-helper against the fake: a
+// TestSlackHelperExampleAPISession runs examples/slack-helper in a Session
+// opened through the API (TestSlackHelperExample opens it by a mention): a
 // thread asks for a deploy, approval comes by a button, the response and
 // the status are posted in the thread.
-func TestSlackHelperExample(t *testing.T) {
+func TestSlackHelperExampleAPISession(t *testing.T) {
 	fake := newFake(t)
 	sp := startSlackPlane(t, fake, "", helmrtype.SlackModeSocket, true)
 	ctx := waitCtx(t)
