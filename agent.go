@@ -23,9 +23,9 @@ type Content = helmrtype.Content
 // ContentPart is one part of Content.
 type ContentPart = helmrtype.ContentPart
 
-// InputSource says where a Turn's input came from: Kind is "user",
-// "api_key", "schedule" or "session" (then with RequesterSessionID and
-// OriginTurnID).
+// InputSource says where a Turn's input came from: Kind is "user" (then,
+// for a message in a Slack thread, with Slack), "api_key", "schedule" or
+// "session" (then with RequesterSessionID and OriginTurnID).
 type InputSource = helmrtype.InputSource
 
 // RuntimeMCPPolicy is a runtime MCP allowlist: AgentSpec.RuntimeMCP sets an

@@ -50,6 +50,8 @@ type Client struct {
 	Tokens *Tokens
 	// Keys creates, lists and revokes API keys (admin keys only).
 	Keys *Keys
+	// Slack connects Slack apps and maps Slack users (docs/slack.md).
+	Slack *Slack
 	// Inbox lists and answers the questions of every Session.
 	Inbox *Inbox
 	// Schedules reads the Schedules of cron triggers.
@@ -146,6 +148,7 @@ func New(baseURL, apiKey string, opts ...Option) *Client {
 	c.Deployments = &Deployments{c: c}
 	c.Tokens = &Tokens{c: c}
 	c.Keys = &Keys{c: c}
+	c.Slack = &Slack{c: c}
 	c.Inbox = &Inbox{c: c}
 	c.Schedules = &Schedules{c: c}
 	c.Computers = &Computers{c: c}

@@ -20,6 +20,9 @@ type CreateOptions struct {
 	Key string
 	// ComputerID runs the Session on an existing Computer.
 	ComputerID string
+	// Slack opens the Session in a Slack channel: it posts an opening
+	// message there and owns the thread (docs/slack.md).
+	Slack *helmrtype.SlackChannelRequest
 	// IdempotencyKey identifies the request for retries; when empty a fresh
 	// UUIDv7 is generated for this call.
 	IdempotencyKey string
@@ -57,6 +60,7 @@ func (s *Sessions) Create(ctx context.Context, agent string, input any, opts Cre
 		Input:          raw,
 		Key:            opts.Key,
 		ComputerID:     opts.ComputerID,
+		Slack:          opts.Slack,
 		IdempotencyKey: key,
 	}
 	var out helmrtype.SessionCreateReceipt

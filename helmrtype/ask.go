@@ -96,6 +96,8 @@ type SelectedOption struct {
 type Responder struct {
 	Kind string `json:"kind"`
 	ID   string `json:"id,omitempty"`
+	// Slack names the Slack user who answered in a Slack thread.
+	Slack *SlackUserRef `json:"slack,omitempty"`
 }
 
 // AskState is the REST view of a question: the question, its status and,

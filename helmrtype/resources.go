@@ -44,6 +44,8 @@ type InputSource struct {
 	Kind               string `json:"kind"`
 	RequesterSessionID string `json:"requester_session_id,omitempty"`
 	OriginTurnID       string `json:"origin_turn_id,omitempty"`
+	// Slack is set on a user's input written in a Slack thread.
+	Slack *SlackInputSource `json:"slack,omitempty"`
 }
 
 // TurnBrief is a Turn's identity and status, as in Session.initial_turn.
@@ -223,11 +225,13 @@ func TurnEventKind(status string) string { return "turn." + status }
 
 // SessionCreateRequest is the body of POST /v1/sessions.
 type SessionCreateRequest struct {
-	Agent          string          `json:"agent"`
-	Input          json.RawMessage `json:"input,omitempty"`
-	Key            string          `json:"key,omitempty"`
-	ComputerID     string          `json:"computer_id,omitempty"`
-	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	Agent      string          `json:"agent"`
+	Input      json.RawMessage `json:"input,omitempty"`
+	Key        string          `json:"key,omitempty"`
+	ComputerID string          `json:"computer_id,omitempty"`
+	// Slack opens the Session in a Slack channel (docs/slack.md).
+	Slack          *SlackChannelRequest `json:"slack,omitempty"`
+	IdempotencyKey string               `json:"idempotency_key,omitempty"`
 }
 
 // SessionCreateReceipt is the answer to a Session creation.

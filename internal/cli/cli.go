@@ -23,6 +23,7 @@ import (
 	"github.com/helmr-go/helmr/internal/cli/schedule"
 	servecmd "github.com/helmr-go/helmr/internal/cli/serve"
 	"github.com/helmr-go/helmr/internal/cli/session"
+	slackcmd "github.com/helmr-go/helmr/internal/cli/slack"
 	"github.com/helmr-go/helmr/internal/cli/token"
 	"github.com/helmr-go/helmr/internal/cli/version"
 )
@@ -81,7 +82,7 @@ func NewRoot(io Streams, extra ...Builder) *cobra.Command {
 	pf.StringVar(&g.APIKey, "api-key", "", fmt.Sprintf("API key (env %s)", clienv.EnvAPIKey))
 	pf.BoolVar(&g.JSON, "json", false, "print the API object as JSON")
 
-	root.AddCommand(agent.New(g), session.New(g), token.New(g), ask.New(g), key.New(g), schedule.New(g), computer.New(g), deploy.New(g), deployment.New(g), version.New(g), initcmd.New(g), profile.NewLogin(g), profile.New(g), dev.Command(), servecmd.ServerCommand())
+	root.AddCommand(agent.New(g), session.New(g), token.New(g), ask.New(g), key.New(g), slackcmd.New(g), schedule.New(g), computer.New(g), deploy.New(g), deployment.New(g), version.New(g), initcmd.New(g), profile.NewLogin(g), profile.New(g), dev.Command(), servecmd.ServerCommand())
 	for _, b := range extra {
 		if c := b(g); c != nil {
 			root.AddCommand(c)

@@ -25,7 +25,9 @@ import (
 	"github.com/helmr-go/helmr/internal/image"
 	"github.com/helmr-go/helmr/internal/obs"
 	"github.com/helmr-go/helmr/internal/protocol"
+	"github.com/helmr-go/helmr/internal/secretbox"
 	"github.com/helmr-go/helmr/internal/server"
+	"github.com/helmr-go/helmr/internal/slackbridge"
 	"github.com/helmr-go/helmr/internal/store"
 	"github.com/helmr-go/helmr/internal/store/pgstore"
 	"github.com/helmr-go/helmr/internal/store/sqlitestore"
@@ -104,6 +106,15 @@ type Config struct {
 	// engine.DefaultImplicitComputerGrace (10 minutes); negative keeps
 	// such Computers until deleted through the API.
 	ImplicitComputerGrace time.Duration
+	// SecretsKeyFile holds the key that seals Slack apps' credentials at
+	// rest (64 hex digits, mode 0600); with GenerateSecretsKey and no
+	// file, DataDir/secrets.key is made (helmr dev). Without a key Slack
+	// apps cannot be connected.
+	SecretsKeyFile     string
+	GenerateSecretsKey bool
+	// Slack configures the Slack bridge (APIURL for a fake Slack in tests,
+	// EditInterval, …); its Logger and Box are set by Open.
+	Slack slackbridge.Options
 }
 
 // ControlPlane is a running control plane.
@@ -112,6 +123,8 @@ type ControlPlane struct {
 	Store      store.Store
 	Supervisor *supervisor.Supervisor
 	Server     *server.Server
+	// Slack is the Slack bridge (docs/slack.md).
+	Slack *slackbridge.Bridge
 	// SocketPath is where session processes connect.
 	SocketPath string
 
@@ -402,7 +415,14 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		LeaseTTL: cfg.LeaseTTL, ResolveBinary: cp.resolveBinary, ResolveSources: cp.resolveSources})
 	cp.cleanups, cp.launcher = cleanups, l
 	cp.Engine.Metrics().Register(obs.NewStateCollector(cp.metricsState))
-	opts := server.Options{Logger: cfg.Logger, DeploymentsDir: cp.DeploymentsDir(), Ready: cp.ready, Publish: cp.PublishDeployment}
+	sopts := cfg.Slack
+	sopts.Logger = cfg.Logger
+	if sopts.Box, err = secretsBox(cfg); err != nil {
+		cp.closeStore()
+		return nil, err
+	}
+	cp.Slack = slackbridge.New(cp.Engine, sopts)
+	opts := server.Options{Logger: cfg.Logger, DeploymentsDir: cp.DeploymentsDir(), Ready: cp.ready, Publish: cp.PublishDeployment, Slack: cp.Slack}
 	// An uploaded program prints its manifest in a sandbox, like every
 	// other process of its code.
 	if cl, ok := l.(*supervisor.ComputerLauncher); ok {
@@ -436,7 +456,27 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	go cp.sweepIdle(sctx)
 	go cp.expirePayloads(sctx)
 	go cp.reapComputers(sctx)
+	cp.Slack.Start()
 	return cp, nil
+}
+
+// secretsBox loads the secrets key: the configured file, or one made in
+// the data directory with GenerateSecretsKey; nil without either.
+func secretsBox(cfg Config) (*secretbox.Box, error) {
+	var key []byte
+	var err error
+	switch {
+	case cfg.SecretsKeyFile != "":
+		key, err = secretbox.LoadKeyFile(cfg.SecretsKeyFile)
+	case cfg.GenerateSecretsKey:
+		key, err = secretbox.EnsureKeyFile(filepath.Join(cfg.DataDir, "secrets.key"))
+	default:
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("controlplane: secrets key: %w", err)
+	}
+	return secretbox.New(key)
 }
 
 // OpenStore opens the configured store and applies its migrations: SQLite
@@ -513,6 +553,7 @@ func (cp *ControlPlane) Detach(ctx context.Context) error {
 		cp.apiSrv.Close()
 	}
 	cp.stopSweeping()
+	cp.Slack.Close()
 	cp.Supervisor.Detach()
 	cp.stopListening()
 	cp.protoSrv.Close()
@@ -529,6 +570,7 @@ func (cp *ControlPlane) Close(ctx context.Context) error {
 		cp.apiSrv.Close()
 	}
 	cp.stopSweeping()
+	cp.Slack.Close()
 	cp.Supervisor.Close(shut)
 	cp.stopListening()
 	cp.protoSrv.Close()

@@ -116,6 +116,9 @@ func (e *Engine) RenewLeases(ctx context.Context, ttl time.Duration) ([]string, 
 			return err
 		}
 		ids, err = tx.RenewLeases(ctx, e.node, ttl)
+		// The Slack bridge's leases are renewed here too, but they are
+		// not the supervisor's.
+		ids = slices.DeleteFunc(ids, func(id string) bool { return strings.HasPrefix(id, slackLeasePrefix) })
 		return err
 	})
 	if err != nil {

@@ -52,7 +52,7 @@ func hasInput(raw json.RawMessage) bool {
 // its initial Turn when input is given. replayed tells an idempotent replay,
 // which returns the original receipt.
 func (e *Engine) CreateSession(ctx context.Context, req helmrtype.SessionCreateRequest, caller Caller) (_ *helmrtype.SessionCreateReceipt, replayed bool, _ error) {
-	return e.createSession(ctx, req, caller, createOpts{scope: "sessions.create", computerID: req.ComputerID})
+	return e.createSession(ctx, req, caller, createOpts{scope: "sessions.create", computerID: req.ComputerID, slackReq: req.Slack})
 }
 
 // createOpts says how createSession places a new Session.
@@ -68,6 +68,10 @@ type createOpts struct {
 	owner *store.Session
 	// computerID places the Session on an existing Computer ("" a new one).
 	computerID string
+	// slackReq opens the Session in a Slack channel (the API's request);
+	// slack binds it to an existing thread (a mention in Slack).
+	slackReq *helmrtype.SlackChannelRequest
+	slack    *slackPlace
 }
 
 func (e *Engine) createSession(ctx context.Context, req helmrtype.SessionCreateRequest, caller Caller, opts createOpts) (_ *helmrtype.SessionCreateReceipt, replayed bool, err error) {
@@ -111,6 +115,17 @@ func (e *Engine) createSession(ctx context.Context, req helmrtype.SessionCreateR
 				if err := e.placeSessionTx(ctx, tx, opts.computerID); err != nil {
 					return nil, err
 				}
+			}
+			place := opts.slack
+			if opts.slackReq != nil {
+				if opts.creator != nil {
+					return nil, invalid("a Session created by a Session cannot open in Slack")
+				}
+				app, err := slackAppForTx(ctx, tx, opts.slackReq)
+				if err != nil {
+					return nil, err
+				}
+				place = &slackPlace{appID: app.ID, channelID: opts.slackReq.ChannelID}
 			}
 			if opts.creator != nil {
 				// Re-read in this transaction: a cancelled or closing
@@ -161,6 +176,11 @@ func (e *Engine) createSession(ctx context.Context, req helmrtype.SessionCreateR
 				turn = &store.Turn{ID: NewID(), SessionID: id, Sequence: 1}
 				s.InitialTurnID = turn.ID
 			}
+			if place != nil {
+				if err := e.placeSlackTx(ctx, tx, s, place); err != nil {
+					return nil, err
+				}
+			}
 			if err := tx.InsertSession(ctx, s); err != nil {
 				if errors.Is(err, store.ErrDuplicate) {
 					return nil, &helmrtype.Error{Code: helmrtype.CodeSessionKeyConflict, Message: "agent " + a.ID + " already has a session with key " + req.Key}
@@ -190,6 +210,9 @@ func (e *Engine) createSession(ctx context.Context, req helmrtype.SessionCreateR
 		return nil, false, err
 	}
 	if created {
+		if opts.slackReq != nil || opts.slack != nil {
+			e.wake(slackLeasePrefix)
+		}
 		e.wake(sessionID)
 		if receipt.Turn != nil {
 			e.notify().SessionWork(sessionID)
@@ -321,7 +344,7 @@ func (e *Engine) Enqueue(ctx context.Context, sessionID string, req helmrtype.En
 
 func sessionView(s *store.Session, initial *helmrtype.TurnState) helmrtype.Session {
 	v := helmrtype.Session{ID: s.ID, DeploymentID: s.DeploymentID, RootSessionID: s.RootSessionID, Agent: s.Agent,
-		Template: s.Template, Key: s.Key, Status: s.Status, CloseAfterIdle: s.CloseAfterIdle,
+		Template: s.Template, Key: s.Key, SlackChannelID: s.SlackChannelID, Status: s.Status, CloseAfterIdle: s.CloseAfterIdle,
 		HibernateAfterIdle: s.HibernateAfterIdle, MaxTurnDuration: s.MaxTurnDuration, IdleSince: s.IdleSince,
 		Holds: []helmrtype.Hold{}, CreatedAt: s.CreatedAt,
 		ComputerID: optional(s.ComputerID), ParentSessionID: optional(s.ParentSessionID), RequesterSessionID: optional(s.RequesterSessionID)}

@@ -88,6 +88,18 @@ type Options struct {
 	// Metrics count the API's requests and event streams and are served
 	// at /metrics; nil uses the engine's.
 	Metrics *obs.Metrics
+	// Slack is the Slack bridge (docs/slack.md); nil answers the Slack
+	// routes unavailable.
+	Slack Slack
+}
+
+// Slack is what the server needs of the Slack bridge: connecting an app
+// (its credentials checked with Slack and sealed) and the Events API and
+// interactivity endpoints, which Slack signs instead of an API key.
+type Slack interface {
+	Connect(ctx context.Context, req helmrtype.SlackAppConnect) (*helmrtype.SlackApp, error)
+	EventsHandler() http.Handler
+	InteractivityHandler() http.Handler
 }
 
 // Server serves the REST API.
@@ -260,6 +272,11 @@ func (s *Server) routes() {
 		return nil
 	}))
 	s.mux.HandleFunc("GET /v1/openapi.json", serveOpenAPI)
+	// Slack signs these requests with the app's signing secret: no API key.
+	if s.opts.Slack != nil {
+		s.mux.Handle("POST /slack/events", s.opts.Slack.EventsHandler())
+		s.mux.Handle("POST /slack/interactivity", s.opts.Slack.InteractivityHandler())
+	}
 	for pattern, rt := range s.routeTable() {
 		if !rt.role.Valid() {
 			panic("server: route " + pattern + " has no role")
@@ -338,6 +355,12 @@ func (s *Server) routeTable() map[string]route {
 		"POST /v1/keys":                                                {admin, s.createKey, false},
 		"GET /v1/keys":                                                 {admin, s.listKeys, false},
 		"DELETE /v1/keys/{id}":                                         {admin, s.revokeKey, false},
+		"POST /v1/slack/apps":                                          {admin, s.connectSlackApp, false},
+		"GET /v1/slack/apps":                                           {viewer, s.listSlackApps, false},
+		"DELETE /v1/slack/apps/{id}":                                   {admin, s.disconnectSlackApp, false},
+		"POST /v1/slack/users":                                         {admin, s.putSlackUser, false},
+		"GET /v1/slack/users":                                          {viewer, s.listSlackUsers, false},
+		"DELETE /v1/slack/users/{team_id}/{user_id}":                   {admin, s.deleteSlackUser, false},
 		"/v1/": {viewer, func(w http.ResponseWriter, r *http.Request) error {
 			return &helmrtype.Error{Code: helmrtype.CodeNotFound, Message: "no route " + r.Method + " " + r.URL.Path}
 		}, false},

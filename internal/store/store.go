@@ -331,6 +331,91 @@ type Tx interface {
 	// ListCommandLogs returns a Command's chunks with Sequence > after, in
 	// order, at most limit.
 	ListCommandLogs(ctx context.Context, commandID string, after int64, limit int) ([]CommandLog, error)
+
+	// Slack (migration 0016_slack)
+	// InsertSlackApp stores a connected app; ErrDuplicate when its ID or
+	// its TeamID is taken.
+	InsertSlackApp(ctx context.Context, a *SlackApp) error
+	GetSlackApp(ctx context.Context, id string) (*SlackApp, error)
+	GetSlackAppByTeam(ctx context.Context, teamID string) (*SlackApp, error)
+	// ListSlackApps returns every connected app by ID.
+	ListSlackApps(ctx context.Context) ([]SlackApp, error)
+	// DeleteSlackApp removes an app; ErrNotFound when none has the ID.
+	DeleteSlackApp(ctx context.Context, id string) error
+	// PutSlackUser inserts or replaces a Slack user's mapping.
+	PutSlackUser(ctx context.Context, u *SlackUser) error
+	GetSlackUser(ctx context.Context, teamID, userID string) (*SlackUser, error)
+	// ListSlackUsers returns a workspace's mappings ("" for every
+	// workspace) by team and user ID.
+	ListSlackUsers(ctx context.Context, teamID string) ([]SlackUser, error)
+	// DeleteSlackUser removes a mapping; ErrNotFound when there is none.
+	DeleteSlackUser(ctx context.Context, teamID, userID string) error
+	// InsertSlackThread binds a Session to a Slack thread; ErrDuplicate
+	// when the Session has one, or the app's channel thread is taken.
+	InsertSlackThread(ctx context.Context, th *SlackThread) error
+	// GetSlackThread returns the Session's thread.
+	GetSlackThread(ctx context.Context, sessionID string) (*SlackThread, error)
+	// GetSlackThreadByTS returns the thread an app's channel message
+	// thread_ts belongs to; with threadTS "" the oldest (by Session ID) of
+	// the app's threads in the channel, not done, whose opening message
+	// has no ts yet.
+	GetSlackThreadByTS(ctx context.Context, appID, channelID, threadTS string) (*SlackThread, error)
+	// UpdateSlackThread writes ThreadTS, Cursor and Done; ErrNotFound
+	// when the Session has no thread.
+	UpdateSlackThread(ctx context.Context, th *SlackThread) error
+	// ListSlackThreads returns the threads not Done with a Session ID
+	// after afterSessionID, by Session ID.
+	ListSlackThreads(ctx context.Context, afterSessionID string, limit int) ([]SlackThread, error)
+	// PutSlackPost inserts or replaces what a thread's post shows.
+	PutSlackPost(ctx context.Context, p *SlackPost) error
+	GetSlackPost(ctx context.Context, sessionID, key string) (*SlackPost, error)
+}
+
+// SlackApp is a connected Slack app. Sealed holds its credentials,
+// encrypted with the control plane's secrets key; nothing else does.
+type SlackApp struct {
+	ID           string
+	Name         string
+	TeamID       string
+	BotUserID    string
+	Mode         string // socket, events
+	MentionAgent string
+	Sealed       []byte
+	CreatedAt    time.Time
+}
+
+// SlackUser maps a Slack user to a responder identity and a role.
+type SlackUser struct {
+	TeamID    string
+	UserID    string
+	Identity  string
+	Role      string
+	CreatedAt time.Time
+}
+
+// SlackThread is the Slack thread a Session owns and how far its
+// timeline has been posted there.
+type SlackThread struct {
+	SessionID string
+	AppID     string
+	ChannelID string
+	// ThreadTS is the ts of the thread's opening message ("" until posted).
+	ThreadTS string
+	// Cursor is the last event sequence of the Session projected.
+	Cursor int64
+	// Done is set once the Session closed and its timeline is projected.
+	Done      bool
+	CreatedAt time.Time
+}
+
+// SlackPost is one bot message of a thread: Key names what it shows (a
+// Turn's output, a question), TS the message and Text its last text.
+type SlackPost struct {
+	SessionID string
+	Key       string
+	TS        string
+	Text      string
+	UpdatedAt time.Time
 }
 
 // Computer is the record of a Computer: an environment made from a
@@ -543,7 +628,9 @@ type Session struct {
 	MaxTurnDuration    string
 	IdleSince          *time.Time
 	InitialTurnID      string
-	CreatedAt          time.Time
+	// SlackChannelID is the Slack channel the Session lives in ("" none).
+	SlackChannelID string
+	CreatedAt      time.Time
 }
 
 // SessionFilter selects Sessions for ListSessions. Empty fields match all.

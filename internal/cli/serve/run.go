@@ -19,6 +19,7 @@ import (
 	"github.com/helmr-go/helmr/internal/cli/version"
 	"github.com/helmr-go/helmr/internal/controlplane"
 	"github.com/helmr-go/helmr/internal/obs"
+	"github.com/helmr-go/helmr/internal/slackbridge"
 	"github.com/spf13/pflag"
 )
 
@@ -68,6 +69,23 @@ type Options struct {
 	// ImplicitComputerGrace is a Duration or "never"; "" is the default
 	// (see controlplane.Config).
 	ImplicitComputerGrace string
+	// SecretsKeyFile and GenerateSecretsKey: the key that seals Slack
+	// credentials (see controlplane.Config); helmr dev generates one.
+	SecretsKeyFile     string
+	GenerateSecretsKey bool
+	// SlackAPIURL points the Slack bridge at another Web API (a fake
+	// Slack in tests); SlackEditInterval spaces a post's edits.
+	SlackAPIURL       string
+	SlackEditInterval time.Duration
+}
+
+// SlackFlags adds the Slack bridge's flags.
+func SlackFlags(f *pflag.FlagSet, o *Options, keyHelp string) {
+	f.StringVar(&o.SecretsKeyFile, "secrets-key-file", "", keyHelp)
+	f.StringVar(&o.SlackAPIURL, "slack-api-url", "", "the Slack Web API base URL (default Slack's; for tests against a fake Slack)")
+	f.MarkHidden("slack-api-url")
+	f.DurationVar(&o.SlackEditInterval, "slack-edit-interval", 0, "least time between two edits of one Slack post while output streams (default 1s)")
+	f.MarkHidden("slack-edit-interval")
 }
 
 // computerGrace parses --implicit-computer-grace: a Duration, "never"
@@ -189,7 +207,9 @@ func Start(ctx context.Context, o *Options, logw io.Writer) (*Running, error) {
 	cp, err := controlplane.Open(ctx, controlplane.Config{DataDir: o.DataDir, Database: o.Database, Synchronous: o.Synchronous, Logger: log, TurnLogger: turnLog, Tracer: tracer,
 		ReconnectWindow: o.ReconnectWindow, ReattachWindow: o.ReattachWindow, PublicURL: o.PublicURL,
 		MinFreeBytes: o.MinFreeBytes, UnsafeNoSandbox: o.UnsafeNoSandbox, RequireLimits: o.RequireLimits, NodeID: o.NodeID, LeaseTTL: o.LeaseTTL,
-		ComputersDir: o.ComputersDir, HistoryRetention: retention, ImplicitComputerGrace: grace})
+		ComputersDir: o.ComputersDir, HistoryRetention: retention, ImplicitComputerGrace: grace,
+		SecretsKeyFile: o.SecretsKeyFile, GenerateSecretsKey: o.GenerateSecretsKey,
+		Slack: slackbridge.Options{APIURL: o.SlackAPIURL, EditInterval: o.SlackEditInterval}})
 	if err != nil {
 		return nil, err
 	}

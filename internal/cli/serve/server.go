@@ -95,6 +95,7 @@ func ServerCommand() *cobra.Command {
 	f.BoolVar(&allowUnlimited, "allow-unlimited", false, "where this host cannot enforce resource limits (no writable cgroups: an ordinary user without a delegated cgroup), accept Templates that set cpu, memory, processes or disk limits and run them without those limits (otherwise their Deployments are refused)")
 	f.StringVar(&o.HistoryRetention, "history-retention", "never", "drop the input, result, response and output of Turns settled longer ago than this DURATION (for example 30d), keeping their status, error and timings; never: keep them")
 	f.StringVar(&o.ImplicitComputerGrace, "implicit-computer-grace", "10m", "delete a Computer made implicitly for a Session once every Session on it is closed and no Command runs for this DURATION; never: keep it until deleted")
+	SlackFlags(f, o, "file with the key (64 hex digits, mode 0600: openssl rand -hex 32) that seals Slack apps' credentials at rest; without it Slack apps cannot be connected")
 	cmd.AddCommand(migrateCommand(), backupCommand(), restoreCommand())
 	f.StringVar(&o.CPUProfile, "cpu-profile", "", "write a CPU profile to this file until the server stops")
 	f.MarkHidden("cpu-profile")

@@ -29,6 +29,8 @@ func newCreate(g *clienv.Globals) *cobra.Command {
 		opts    helmrclient.CreateOptions
 		wait    bool
 		timeout time.Duration
+
+		slackChannel, slackTeam string
 	)
 	cmd := &cobra.Command{
 		Use:   "create --agent AGENT [--text T | --input-json J | --input-file F]",
@@ -39,6 +41,9 @@ func newCreate(g *clienv.Globals) *cobra.Command {
 			"when --timeout passes first and 6 when the Turn failed, was interrupted or cancelled.",
 		Args: clienv.Args(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if slackChannel != "" {
+				opts.Slack = &helmrtype.SlackChannelRequest{ChannelID: slackChannel, TeamID: slackTeam}
+			}
 			input, given, err := in.Input(cmd, g.Streams.In)
 			if err != nil {
 				return err
@@ -92,6 +97,8 @@ func newCreate(g *clienv.Globals) *cobra.Command {
 	in.Register(cmd, false)
 	f.StringVar(&opts.Key, "key", "", "Session key, unique within the Agent")
 	f.StringVar(&opts.ComputerID, "computer", "", "run on this existing Computer")
+	f.StringVar(&slackChannel, "slack-channel", "", "open the Session in this Slack channel (raw channel ID, C…): it posts there and owns the thread")
+	f.StringVar(&slackTeam, "slack-team", "", "with --slack-channel: the workspace's team ID, when several Slack apps are connected")
 	f.StringVar(&opts.IdempotencyKey, "idempotency-key", "", "retry identity (default: a new one per call)")
 	f.BoolVar(&wait, "wait", false, "wait for the first Turn to settle and print its outcome")
 	f.DurationVar(&timeout, "timeout", 0, "with --wait, give up waiting after this long (0: no limit)")

@@ -12,13 +12,13 @@ import (
 
 const sessionCols = `id, deployment_id, root_session_id, agent, template, computer_id, parent_session_id,
  requester_session_id, key, status, close_after_idle, hibernate_after_idle, max_turn_duration,
- idle_since, initial_turn_id, created_at`
+ idle_since, initial_turn_id, created_at, slack_channel_id`
 
 func scanSession(row pgx.Row) (*store.Session, error) {
 	var s store.Session
 	if err := row.Scan(&s.ID, &s.DeploymentID, &s.RootSessionID, &s.Agent, &s.Template, &s.ComputerID, &s.ParentSessionID,
 		&s.RequesterSessionID, &s.Key, &s.Status, &s.CloseAfterIdle, &s.HibernateAfterIdle, &s.MaxTurnDuration,
-		&s.IdleSince, &s.InitialTurnID, &s.CreatedAt); err != nil {
+		&s.IdleSince, &s.InitialTurnID, &s.CreatedAt, &s.SlackChannelID); err != nil {
 		return nil, err
 	}
 	s.IdleSince = utcPtr(s.IdleSince)
@@ -31,10 +31,10 @@ func (t *tx) InsertSession(ctx context.Context, s *store.Session) error {
 	if s.Key != "" {
 		keys = append(keys, sessionKeyLock(s.Agent, s.Key))
 	}
-	return t.insert(ctx, keys, `INSERT INTO sessions(`+sessionCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
+	return t.insert(ctx, keys, `INSERT INTO sessions(`+sessionCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
 		s.ID, s.DeploymentID, s.RootSessionID, s.Agent, s.Template, s.ComputerID, s.ParentSessionID,
 		s.RequesterSessionID, s.Key, s.Status, s.CloseAfterIdle, s.HibernateAfterIdle, s.MaxTurnDuration,
-		s.IdleSince, s.InitialTurnID, s.CreatedAt)
+		s.IdleSince, s.InitialTurnID, s.CreatedAt, s.SlackChannelID)
 }
 
 func (t *tx) querySessions(ctx context.Context, q string, args ...any) ([]store.Session, error) {

@@ -161,7 +161,7 @@ func (t *tx) ListDeployments(ctx context.Context, beforeID string, limit int) ([
 
 const sessionCols = `id, deployment_id, root_session_id, agent, template, computer_id, parent_session_id,
  requester_session_id, key, status, close_after_idle, hibernate_after_idle, max_turn_duration,
- idle_since, initial_turn_id, created_at`
+ idle_since, initial_turn_id, created_at, slack_channel_id`
 
 func scanSession(sc interface{ Scan(...any) error }) (*store.Session, error) {
 	var s store.Session
@@ -169,7 +169,7 @@ func scanSession(sc interface{ Scan(...any) error }) (*store.Session, error) {
 	var created int64
 	if err := sc.Scan(&s.ID, &s.DeploymentID, &s.RootSessionID, &s.Agent, &s.Template, &s.ComputerID, &s.ParentSessionID,
 		&s.RequesterSessionID, &s.Key, &s.Status, &s.CloseAfterIdle, &s.HibernateAfterIdle, &s.MaxTurnDuration,
-		&idle, &s.InitialTurnID, &created); err != nil {
+		&idle, &s.InitialTurnID, &created, &s.SlackChannelID); err != nil {
 		return nil, err
 	}
 	s.IdleSince = fromNullMicros(idle)
@@ -178,10 +178,10 @@ func scanSession(sc interface{ Scan(...any) error }) (*store.Session, error) {
 }
 
 func (t *tx) InsertSession(ctx context.Context, s *store.Session) error {
-	return t.exec(ctx, `INSERT INTO sessions(`+sessionCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	return t.exec(ctx, `INSERT INTO sessions(`+sessionCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		s.ID, s.DeploymentID, s.RootSessionID, s.Agent, s.Template, s.ComputerID, s.ParentSessionID,
 		s.RequesterSessionID, s.Key, s.Status, s.CloseAfterIdle, s.HibernateAfterIdle, s.MaxTurnDuration,
-		nullMicros(s.IdleSince), s.InitialTurnID, micros(s.CreatedAt))
+		nullMicros(s.IdleSince), s.InitialTurnID, micros(s.CreatedAt), s.SlackChannelID)
 }
 
 func (t *tx) querySessions(ctx context.Context, q string, args ...any) ([]store.Session, error) {

@@ -29,6 +29,7 @@ func testSessions(t *testing.T, s store.Store) {
 		MaxTurnDuration:    "1h",
 		IdleSince:          ptr(at(7)),
 		InitialTurnID:      "turn-1",
+		SlackChannelID:     "C0123456789",
 		CreatedAt:          at(6),
 	}
 	minimal := &store.Session{

@@ -60,6 +60,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Holds", testHolds},
 		{"Counts", testCounts},
 		{"Schedules", testSchedules},
+		{"Slack", testSlack},
 		{"Computers", testComputers},
 		{"ImplicitComputers", testImplicitComputers},
 		{"Commands", testCommands},

@@ -98,3 +98,16 @@ test("argument errors of Promise-returning methods reject instead of throwing", 
   await assert.rejects(s.turns.ref("t").asks.respond("a", {} as never), TypeError)
   assert.equal(calls.length, 0)
 })
+
+test("sessions.create: slack.channelId is sent as slack.channel_id and slack_channel_id reads back as slackChannelId", async () => {
+  const session = { id: "s1", deployment_id: "d", root_session_id: "s1", agent: "w", template: "t", computer_id: null, parent_session_id: null,
+    requester_session_id: null, slack_channel_id: "C0123456789", status: "open", close_after_idle: "never", hibernate_after_idle: "15m",
+    idle_since: null, initial_turn: null, holds: [], created_at: "2026-01-01T00:00:00Z" }
+  const { client, calls } = fakeClient({ session, turn: null }, 201)
+  await client.sessions.create({ agent: "w", slack: { channelId: "C0123456789" } })
+  const body = JSON.parse(String(calls[0].init.body))
+  assert.deepEqual(body.slack, { channel_id: "C0123456789" })
+  assert.equal(body.slack_channel_id, undefined)
+  const { client: c2 } = fakeClient(session)
+  assert.equal((await c2.sessions.get("s1")).slackChannelId, "C0123456789")
+})

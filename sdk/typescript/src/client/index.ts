@@ -155,7 +155,7 @@ export class HelmrClient {
     }
     if (request.key !== undefined) body.key = request.key
     if (request.computer) body.computer_id = request.computer.id
-    if (request.slack) body.slack_channel_id = request.slack.channelId
+    if (request.slack) body.slack = { channel_id: request.slack.channelId }
     const r = await this.request<{ session: T.Session; turn: T.TurnState | null }>("POST", "/v1/sessions", { ...options, body })
     const session = new SessionHandle(this, r.session.id)
     return { session, turn: r.turn ? new TurnHandle(this, r.session.id, r.turn.id) : null }
