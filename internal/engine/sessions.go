@@ -143,7 +143,7 @@ func (e *Engine) createSession(ctx context.Context, req helmrtype.SessionCreateR
 			}
 			var turn *store.Turn
 			if input == nil {
-				s.IdleSince = &now
+				setIdle(s, &now)
 			} else {
 				turn = &store.Turn{ID: NewID(), SessionID: id, Sequence: 1}
 				s.InitialTurnID = turn.ID
@@ -246,7 +246,7 @@ func (e *Engine) Enqueue(ctx context.Context, sessionID string, req helmrtype.En
 			}
 			wasIdle := s.IdleSince != nil
 			if wasIdle {
-				if err := tx.SetSessionIdleSince(ctx, sessionID, nil); err != nil {
+				if err := tx.SetSessionIdleSince(ctx, sessionID, nil, nil); err != nil {
 					return nil, err
 				}
 			}

@@ -406,15 +406,16 @@ func (e *Engine) settleTx(ctx context.Context, tx store.Tx, t *store.Turn, st Se
 	// The Session is idle when nothing is queued behind this Turn.
 	next, err := tx.ActiveTurn(ctx, t.SessionID)
 	if errors.Is(err, store.ErrNotFound) {
-		if err := tx.SetSessionIdleSince(ctx, t.SessionID, &now); err != nil {
+		s, err := e.getSessionTx(ctx, tx, t.SessionID)
+		if err != nil {
+			return nil, false, err
+		}
+		setIdle(s, &now)
+		if err := tx.SetSessionIdleSince(ctx, t.SessionID, s.IdleSince, s.IdleCloseAt); err != nil {
 			return nil, false, err
 		}
 		closed, err := e.closeIfDrainedTx(ctx, tx, t.SessionID, now)
 		if err == nil && !closed {
-			s, err := e.getSessionTx(ctx, tx, t.SessionID)
-			if err != nil {
-				return nil, false, err
-			}
 			e.armIdleClose(s)
 		}
 		return nil, closed, err
