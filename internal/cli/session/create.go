@@ -53,6 +53,15 @@ func newCreate(g *clienv.Globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			start := time.Now()
+			if wait {
+				// One request admits the Turn and waits for it (up to a
+				// minute); waitTurn waits on when it took longer.
+				opts.Wait = helmrclient.MaxWaitPerRequest
+				if timeout > 0 {
+					opts.Wait = min(timeout, opts.Wait)
+				}
+			}
 			r, err := c.Sessions.Create(cmd.Context(), agent, input, opts)
 			if err != nil {
 				return err
@@ -67,7 +76,11 @@ func newCreate(g *clienv.Globals) *cobra.Command {
 			if !g.JSON {
 				writeReceipt(g.Streams.Out, r)
 			}
-			o, err := waitTurn(cmd, r.Turn, timeout)
+			left := timeout
+			if timeout > 0 {
+				left = max(timeout-time.Since(start), time.Millisecond)
+			}
+			o, err := waitTurn(cmd, r.Turn, left)
 			if err != nil {
 				if g.JSON {
 					_ = g.PrintJSON(createdWithOutcome{SessionCreateReceipt: r.Receipt})
