@@ -35,7 +35,7 @@ func TestEnqueueAndWait(t *testing.T) {
 			t.Fatal(err)
 		}
 		st := tr.State()
-		if st.Status != helmrtype.TurnCompleted || st.Sequence != int64(i+2) || st.TerminalAt == nil {
+		if st.Status != helmrtype.TurnCompleted || st.Sequence != int64(i+2) || st.TerminalAt == nil || string(st.Input) != `[{"type":"text","text":"again"}]` {
 			t.Fatalf("enqueue with wait: %+v", st)
 		}
 		// The handle knows the settlement: Wait needs no server (a

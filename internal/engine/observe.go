@@ -84,6 +84,7 @@ func noteTurn(tx store.Tx, t *store.Turn) {
 		created: t.CreatedAt, started: t.StartedAt, ended: t.TerminalAt}
 	if helmrtype.TurnTerminal(t.Status) {
 		ts := turnState(t)
+		ts.Input = nil // waiters want the outcome; memory keeps it small
 		tr.state = &ts
 	}
 	ot.turns = append(ot.turns, tr)

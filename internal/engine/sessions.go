@@ -500,7 +500,8 @@ func (e *Engine) WaitTurn(ctx context.Context, sessionID, turnID string, timeout
 // SettledTurn waits up to timeout for a Turn to settle and returns it
 // settled, or nil when the timeout came first. A Turn this engine
 // admitted or saw settle lately is answered from memory, with no read of
-// the store; any other is read once, then waited for.
+// the store, and then without its Input (the caller has it); any other is
+// read once, then waited for. The state is shared: do not change it.
 func (e *Engine) SettledTurn(ctx context.Context, sessionID, turnID string, timeout time.Duration) (*helmrtype.TurnState, error) {
 	key := turnKey(sessionID, turnID)
 	sg := e.turns.watch(key)

@@ -7,7 +7,7 @@ import (
 )
 
 // turnMemorySize is how many Turns the engine remembers for waiters.
-const turnMemorySize = 8192
+const turnMemorySize = 4096
 
 // turnMemory remembers the Turns this engine admitted or saw settle
 // recently: that an admitted one exists and has not settled here, and

@@ -409,11 +409,16 @@ func (e *Engine) settleTx(ctx context.Context, tx store.Tx, t *store.Turn, st Se
 		if err := tx.SetSessionIdleSince(ctx, t.SessionID, s.IdleSince, s.IdleCloseAt); err != nil {
 			return nil, false, err
 		}
-		closed, err := e.closeIfDrainedTx(ctx, tx, t.SessionID, now)
-		if err == nil && !closed {
+		closed := false
+		if s.Status == helmrtype.SessionClosing { // read in this transaction: no second read for an open one
+			if closed, err = e.closeIfDrainedTx(ctx, tx, t.SessionID, now); err != nil {
+				return nil, false, err
+			}
+		}
+		if !closed {
 			e.armIdleClose(s)
 		}
-		return nil, closed, err
+		return nil, closed, nil
 	}
 	if err != nil {
 		return nil, false, err

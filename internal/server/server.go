@@ -530,7 +530,9 @@ func (s *Server) settledOr(r *http.Request, t *helmrtype.TurnState, d time.Durat
 	if err != nil || settled == nil {
 		return t
 	}
-	return settled
+	out := *settled
+	out.Input = t.Input
+	return &out
 }
 
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
