@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,6 +75,22 @@ func TestEnqueueAndWait(t *testing.T) {
 	}
 	if after := p.turnCount(chat.Session.ID); after != before {
 		t.Fatalf("a refused enqueue admitted a Turn: %d -> %d", before, after)
+	}
+
+	// helmr session create --wait waits in the creation: settled, or exit
+	// 5 when --timeout runs out first (the Turn goes on).
+	srv := &server{url: p.url, key: p.key}
+	out, errOut, code := srv.cli(t, "session", "create", "--agent", "echo", "--text", "hi", "--wait", "--json")
+	var created struct {
+		Turn    helmrtype.TurnState    `json:"turn"`
+		Outcome *helmrtype.TurnOutcome `json:"outcome"`
+	}
+	if err := json.Unmarshal([]byte(out), &created); code != 0 || err != nil || created.Outcome == nil ||
+		created.Outcome.Status != helmrtype.TurnCompleted || created.Turn.Status != helmrtype.TurnCompleted {
+		t.Fatalf("session create --wait: exit %d %v: %s %s", code, err, out, errOut)
+	}
+	if out, errOut, code := srv.cli(t, "session", "create", "--agent", "chat", "--text", "hi", "--wait", "--timeout", "1s"); code != 5 || !strings.Contains(out+errOut, "1s") {
+		t.Fatalf("session create --wait --timeout 1s on a Turn that waits: exit %d: %q %q", code, out, errOut)
 	}
 }
 

@@ -80,7 +80,7 @@ func newCreate(g *clienv.Globals) *cobra.Command {
 			if timeout > 0 {
 				left = max(timeout-time.Since(start), time.Millisecond)
 			}
-			o, err := waitTurn(cmd, r.Turn, left)
+			o, err := waitTurn(cmd, r.Turn, left, timeout)
 			if err != nil {
 				if g.JSON {
 					_ = g.PrintJSON(createdWithOutcome{SessionCreateReceipt: r.Receipt})
@@ -112,8 +112,8 @@ func newCreate(g *clienv.Globals) *cobra.Command {
 }
 
 // waitTurn waits for t, at most timeout when it is positive; a timeout is an
-// exit-5 error.
-func waitTurn(cmd *cobra.Command, t *helmrclient.TurnRef, timeout time.Duration) (*helmrtype.TurnOutcome, error) {
+// exit-5 error that names asked, the whole wait asked for.
+func waitTurn(cmd *cobra.Command, t *helmrclient.TurnRef, timeout, asked time.Duration) (*helmrtype.TurnOutcome, error) {
 	if timeout <= 0 {
 		return t.Wait(cmd.Context())
 	}
@@ -122,7 +122,7 @@ func waitTurn(cmd *cobra.Command, t *helmrclient.TurnRef, timeout time.Duration)
 		return nil, err
 	}
 	if r.Status != helmrtype.WaitSettled || r.Outcome == nil {
-		return nil, clienv.Exitf(clienv.ExitWaitTimeout, "Turn %s did not settle within %s; it goes on", t.ID(), timeout)
+		return nil, clienv.Exitf(clienv.ExitWaitTimeout, "Turn %s did not settle within %s; it goes on", t.ID(), asked)
 	}
 	return r.Outcome, nil
 }
