@@ -4,6 +4,8 @@
 // and for many Sessions, server RSS after the run, and store bytes per Turn.
 //
 //	go run ./bench [-agent go|ts] [-turns 10000] [-sessions 100] [-callers 20] [-trace]
+//	go run ./bench -concurrent-cold 20s [-cold-callers 50]   # adds the concurrent cold-start phase
+//	go run ./bench -idle-sessions 1000000                     # adds the idle-Sessions phase (minutes)
 //
 // -trace runs the server with tracing on, exporting OTLP/HTTP to a sink in
 // this process that counts the spans (docs/observability.md).
@@ -15,6 +17,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -42,6 +45,18 @@ import (
 var cpuProfile, storeKind, agentKind string
 var pgTCP, tracing bool
 
+// oneRequest makes a Turn one request (POST …/turns?wait=) instead of an
+// enqueue and a GET …/wait.
+var oneRequest bool
+
+// coldFor and coldCallers shape the concurrent cold-start phase (skipped
+// when coldFor is 0); nIdle is the idle-Sessions phase's count (0 skips).
+var (
+	coldFor     time.Duration
+	coldCallers int
+	nIdle       int
+)
+
 func main() {
 	turns := flag.Int("turns", 10000, "Turns in the throughput phase over many Sessions")
 	sessions := flag.Int("sessions", 100, "Sessions in the many-Session phase")
@@ -56,6 +71,10 @@ func main() {
 	flag.StringVar(&agentKind, "agent", "go", "the agent program: go (bench/agent) or ts (bench/ts-agent: @helmr/sdk under Node)")
 	flag.StringVar(&cpuProfile, "server-cpu-profile", "", "write the server's CPU profile to this file")
 	flag.BoolVar(&tracing, "trace", false, "run the server with tracing on, exporting to an OTLP/HTTP sink in this process")
+	flag.BoolVar(&oneRequest, "one-request", true, "enqueue and wait in one request (POST …/turns?wait=30s); false: POST …/turns, then GET …/wait")
+	flag.DurationVar(&coldFor, "concurrent-cold", 0, "run the concurrent cold-start phase this long (0 skips it; the issue's figure is 20s)")
+	flag.IntVar(&coldCallers, "cold-callers", 50, "callers of the concurrent cold-start phase, each creating a new Session with input and waiting for its first Turn")
+	flag.IntVar(&nIdle, "idle-sessions", 0, "create this many idle Sessions (no input), then measure RSS, a warm Turn, and a restart to ready (0 skips it)")
 	flag.Parse()
 	if err := run(*turns, *sessions, *callers, *warm, *cold, *syncMode, *keep); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -142,14 +161,33 @@ func (c *client) do(method, path string, body, out any) error {
 	return nil
 }
 
+// admitWait is the query of an admission that also waits for its Turn.
+func admitWait() string {
+	if oneRequest {
+		return "?wait=30s"
+	}
+	return ""
+}
+
 // turn enqueues one Turn and waits until it settles.
 func (c *client) turn(sessionID, text string) error {
 	var ts helmrtype.TurnState
 	in, _ := json.Marshal(helmrtype.Text(text))
-	if err := c.do("POST", "/v1/sessions/"+sessionID+"/turns", helmrtype.EnqueueRequest{Input: in}, &ts); err != nil {
+	if err := c.do("POST", "/v1/sessions/"+sessionID+"/turns"+admitWait(), helmrtype.EnqueueRequest{Input: in}, &ts); err != nil {
 		return err
 	}
-	return c.settled(sessionID, ts.ID)
+	return c.finished(&ts)
+}
+
+// finished waits for the Turn ts to complete, unless ts shows it settled.
+func (c *client) finished(ts *helmrtype.TurnState) error {
+	if helmrtype.TurnTerminal(ts.Status) {
+		if ts.Status != helmrtype.TurnCompleted {
+			return fmt.Errorf("turn %s: %s %+v", ts.ID, ts.Status, ts.Error)
+		}
+		return nil
+	}
+	return c.settled(ts.SessionID, ts.ID)
 }
 
 // coldStart creates a Session with input (a new Computer from the cached
@@ -159,10 +197,13 @@ func (c *client) coldStart() (time.Duration, error) {
 	in, _ := json.Marshal(helmrtype.Text("cold"))
 	t0 := time.Now()
 	var rec helmrtype.SessionCreateReceipt
-	if err := c.do("POST", "/v1/sessions", helmrtype.SessionCreateRequest{Agent: "echo", Input: in}, &rec); err != nil {
+	if err := c.do("POST", "/v1/sessions"+admitWait(), helmrtype.SessionCreateRequest{Agent: "echo", Input: in}, &rec); err != nil {
 		return 0, err
 	}
-	if err := c.settled(rec.Session.ID, rec.Turn.ID); err != nil {
+	if rec.Turn.SessionID == "" {
+		rec.Turn.SessionID = rec.Session.ID
+	}
+	if err := c.finished(rec.Turn); err != nil {
 		return 0, err
 	}
 	d := time.Since(t0)
@@ -247,32 +288,24 @@ func run(nTurns, nSessions, nCallers, nWarm, nCold int, syncMode string, keep bo
 	default:
 		return fmt.Errorf("-store %q: want sqlite or postgres", storeKind)
 	}
-	srv := exec.Command(helmrBin, args...)
-	srv.Stderr = os.Stderr
+	var env []string
 	if tracing {
 		sink, err := startSink()
 		if err != nil {
 			return err
 		}
 		defer sink.report()
-		srv.Env = append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT="+sink.url, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf")
+		env = []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + sink.url, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf"}
 		fmt.Printf("tracing: on, OTLP/HTTP to a sink at %s\n", sink.url)
 	}
-	stdout, _ := srv.StdoutPipe()
-	if err := srv.Start(); err != nil {
+	srv, _, err := startServer(helmrBin, args, env)
+	if err != nil {
 		return err
 	}
 	defer func() {
 		srv.Process.Signal(os.Interrupt)
 		srv.Wait()
 	}()
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
-		if strings.Contains(sc.Text(), "listening") {
-			break
-		}
-	}
-	go io.Copy(io.Discard, stdout)
 	key, err := os.ReadFile(keyFile)
 	if err != nil {
 		return err
@@ -361,6 +394,11 @@ func run(nTurns, nSessions, nCallers, nWarm, nCold int, syncMode string, keep bo
 	total := 20 + nWarm + nCold + one + nSessions + nTurns
 	fmt.Printf("server CPU over the whole run: %.0f µs per turn\n", cpuTime(srv.Process.Pid)/float64(total)*1e6)
 	fmt.Printf("server RSS after %d turns: %.1f MB\n", total, float64(rss(srv.Process.Pid))/(1<<20))
+	if coldFor > 0 {
+		if err := coldPhase(c, coldFor, coldCallers); err != nil {
+			return err
+		}
+	}
 	if nFires > 0 {
 		if err := cronPhase(c, filepath.Join(dir, "cron-artifacts"), nFires); err != nil {
 			return err
@@ -378,6 +416,159 @@ func run(nTurns, nSessions, nCallers, nWarm, nCold int, syncMode string, keep bo
 		}
 	}
 	fmt.Printf("store bytes per turn: %.0f (%d bytes for %d turns, after checkpoint)\n", float64(size)/float64(total), size, total)
+	if nIdle > 0 {
+		return idlePhase(c, helmrBin, args, &srv, rec.Session.ID, nIdle, nCallers)
+	}
+	return nil
+}
+
+// startServer starts helmr with args and returns once it listens, with
+// how long that took.
+func startServer(bin string, args, env []string) (*exec.Cmd, time.Duration, error) {
+	srv := exec.Command(bin, args...)
+	srv.Env = append(os.Environ(), env...)
+	srv.Stderr = os.Stderr
+	stdout, _ := srv.StdoutPipe()
+	t0 := time.Now()
+	if err := srv.Start(); err != nil {
+		return nil, 0, err
+	}
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), "listening") {
+			break
+		}
+	}
+	d := time.Since(t0)
+	go io.Copy(io.Discard, stdout)
+	return srv, d, nil
+}
+
+// warmP50 runs n sequential Turns on a Session (after 20 to start and
+// warm its process) and returns their median round trip.
+func warmP50(c *client, sessionID string, n int) (time.Duration, error) {
+	for i := 0; i < 20; i++ {
+		if err := c.turn(sessionID, "warm"); err != nil {
+			return 0, err
+		}
+	}
+	lat := make([]time.Duration, 0, n)
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		if err := c.turn(sessionID, "x"); err != nil {
+			return 0, err
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	slices.Sort(lat)
+	return lat[len(lat)/2], nil
+}
+
+// idlePhase starts the server again on the run's data, creates n idle
+// Sessions (no input) with callers concurrent callers, and measures the
+// server's RSS and a warm Turn on the Session busy, then stops and starts
+// the server on that store: start-up to listening and to /readyz, RSS,
+// and the warm Turn again.
+func idlePhase(c *client, bin string, args []string, srv **exec.Cmd, busy string, n, callers int) error {
+	s, _, err := startServer(bin, args, nil)
+	if err != nil {
+		return err
+	}
+	*srv = s
+	t0 := time.Now()
+	var next atomic.Int64
+	var firstErr error
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for w := 0; w < callers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(n) {
+				if err := c.do("POST", "/v1/sessions", helmrtype.SessionCreateRequest{Agent: "echo"}, nil); err != nil {
+					mu.Lock()
+					firstErr = cmp.Or(firstErr, err)
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	took := time.Since(t0)
+	fmt.Printf("idle sessions: created %d (no input) in %s, %.0f/s, %d callers\n", n, took.Round(time.Second), float64(n)/took.Seconds(), callers)
+	p50, err := warmP50(c, busy, 1000)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("  with them: server RSS %.1f MB; warm turn p50 %s on another Session\n", float64(rss(s.Process.Pid))/(1<<20), p50.Round(time.Microsecond))
+	s.Process.Signal(os.Interrupt)
+	s.Wait()
+	t0 = time.Now()
+	s, listening, err := startServer(bin, args, nil)
+	if err != nil {
+		return err
+	}
+	*srv = s
+	for {
+		resp, err := c.hc.Get(c.url + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	ready := time.Since(t0)
+	rssStart := rss(s.Process.Pid)
+	p50, err = warmP50(c, busy, 1000)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("  restart on them: start-up to listening %s, to ready %s; server RSS %.1f MB after start, %.1f MB after 1,020 Turns; warm turn p50 %s\n",
+		listening.Round(time.Millisecond), ready.Round(time.Millisecond), float64(rssStart)/(1<<20), float64(rss(s.Process.Pid))/(1<<20), p50.Round(time.Microsecond))
+	return nil
+}
+
+// coldPhase runs callers concurrent callers for d, each creating a new
+// Session with input (a new Computer, a sandboxed process, init, the
+// first Turn) and waiting for its first Turn, then cancelling it; it
+// prints Sessions/s and the latency of create → first Turn settled.
+func coldPhase(c *client, d time.Duration, callers int) error {
+	var mu sync.Mutex
+	var lat []time.Duration
+	var firstErr error
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for w := 0; w < callers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Since(t0) < d {
+				l, err := c.coldStart()
+				mu.Lock()
+				if err != nil {
+					firstErr = cmp.Or(firstErr, err)
+					mu.Unlock()
+					return
+				}
+				lat = append(lat, l)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	wall := time.Since(t0)
+	if firstErr != nil {
+		return firstErr
+	}
+	slices.Sort(lat)
+	fmt.Printf("concurrent cold starts (%d callers for %s, each a new Session with input → first Turn settled): %.1f sessions/s (%d); p50 %s  p99 %s\n",
+		callers, d, float64(len(lat))/wall.Seconds(), len(lat), lat[len(lat)/2].Round(time.Millisecond), lat[len(lat)*99/100].Round(time.Millisecond))
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
 )
@@ -26,6 +27,10 @@ type CreateOptions struct {
 	// IdempotencyKey identifies the request for retries; when empty a fresh
 	// UUIDv7 is generated for this call.
 	IdempotencyKey string
+	// Wait, when positive, makes the same request wait up to Wait (at most
+	// MaxWaitPerRequest) for the initial Turn to settle: its State is then
+	// the settled Turn, and its Wait answers without another request.
+	Wait time.Duration
 }
 
 // CreateReceipt is the answer to a Session creation: handles on the Session
@@ -64,7 +69,7 @@ func (s *Sessions) Create(ctx context.Context, agent string, input any, opts Cre
 		IdempotencyKey: key,
 	}
 	var out helmrtype.SessionCreateReceipt
-	status, err := s.c.doStatus(ctx, http.MethodPost, "/v1/sessions", nil, req, &out)
+	status, err := s.c.doStatus(ctx, http.MethodPost, "/v1/sessions", settleQuery(opts.Wait), req, &out)
 	if err != nil {
 		return nil, err
 	}
@@ -190,11 +195,25 @@ type EnqueueOptions struct {
 	// IdempotencyKey identifies the request for retries; when empty a fresh
 	// UUIDv7 is generated for this call.
 	IdempotencyKey string
+	// Wait, when positive, makes the same request wait up to Wait (at most
+	// MaxWaitPerRequest) for the Turn to settle: its State is then the
+	// settled Turn, and its Wait answers without another request.
+	Wait time.Duration
+}
+
+// settleQuery is the wait query of an admission that also waits up to d
+// for its Turn to settle (nil for none).
+func settleQuery(d time.Duration) url.Values {
+	if d <= 0 {
+		return nil
+	}
+	return url.Values{"wait": {formatWaitTimeout(min(d, MaxWaitPerRequest))}}
 }
 
 // Enqueue always admits a new Turn with input (encoded as in
 // Sessions.Create) at the end of the Session's queue, and returns a handle
-// on it whose State is the TurnState the server answered.
+// on it whose State is the TurnState the server answered (the settled
+// Turn when opts.Wait was given and it settled in time).
 func (s *SessionRef) Enqueue(ctx context.Context, input any, opts EnqueueOptions) (*TurnRef, error) {
 	raw, err := encodeInput(input)
 	if err != nil {
@@ -209,7 +228,7 @@ func (s *SessionRef) Enqueue(ctx context.Context, input any, opts EnqueueOptions
 	}
 	var out helmrtype.TurnState
 	req := helmrtype.EnqueueRequest{Input: raw, IdempotencyKey: key}
-	if err := s.c.do(ctx, http.MethodPost, s.path()+"/turns", nil, req, &out); err != nil {
+	if err := s.c.do(ctx, http.MethodPost, s.path()+"/turns", settleQuery(opts.Wait), req, &out); err != nil {
 		return nil, err
 	}
 	sid := out.SessionID

@@ -57,6 +57,9 @@ func (t *TurnRef) Get(ctx context.Context) (*helmrtype.TurnState, error) {
 // many wait requests as it takes, retrying transient failures (see
 // WithRetry), and ends early with ctx's error.
 func (t *TurnRef) Wait(ctx context.Context) (*helmrtype.TurnOutcome, error) {
+	if r := t.settled(); r != nil {
+		return r.Outcome, nil
+	}
 	r, err := t.wait(ctx, time.Time{})
 	if err != nil {
 		return nil, err
@@ -68,6 +71,9 @@ func (t *TurnRef) Wait(ctx context.Context) (*helmrtype.TurnOutcome, error) {
 // {status:"settled", outcome} or {status:"timeout"}. A timeout never cancels
 // the Turn. A d of zero or less reads the Turn's state once.
 func (t *TurnRef) WaitTimeout(ctx context.Context, d time.Duration) (*helmrtype.TimedTurnWaitResult, error) {
+	if r := t.settled(); r != nil {
+		return r, nil
+	}
 	if d <= 0 {
 		st, err := t.Get(ctx)
 		if err != nil {
@@ -80,6 +86,16 @@ func (t *TurnRef) WaitTimeout(ctx context.Context, d time.Duration) (*helmrtype.
 		return &helmrtype.TimedTurnWaitResult{Status: helmrtype.WaitTimeout}, nil
 	}
 	return t.wait(ctx, time.Now().Add(d))
+}
+
+// settled is the wait result of a handle whose State is already settled
+// (an admission that waited), nil otherwise: a settled Turn never changes.
+func (t *TurnRef) settled() *helmrtype.TimedTurnWaitResult {
+	if t.state == nil || !helmrtype.TurnTerminal(t.state.Status) {
+		return nil
+	}
+	o := t.state.Outcome()
+	return &helmrtype.TimedTurnWaitResult{Status: helmrtype.WaitSettled, Outcome: &o}
 }
 
 // wait loops wait requests until the Turn settles or deadline (zero: none)

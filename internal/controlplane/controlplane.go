@@ -438,6 +438,10 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	mux.Handle(protocol.Path, cp.Supervisor)
 	cp.protoSrv = &http.Server{Handler: mux, ConnContext: supervisor.ConnContext, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug)}
 	go cp.protoSrv.Serve(cp.protoLn)
+	// Recovery reads the work left due (running and queued Turns, open
+	// waits, idle closes within the horizon), never every Session; ctx
+	// ends it at the next statement (a signal during start-up).
+	cp.log.Info("recovering the work of the previous run")
 	if err := cp.Supervisor.Recover(ctx); err != nil {
 		cp.Close(ctx)
 		return nil, err

@@ -251,26 +251,40 @@ func (e *Engine) CancelSession(ctx context.Context, sessionID string, req helmrt
 	return out, nil
 }
 
+// IdleHorizon is how far ahead the engine keeps timers for idle closes.
+// A Session whose closeAfterIdle runs out later has its deadline only in
+// the store (indexed), and SweepIdle arms its timer once it comes within
+// the horizon: call SweepIdle more often than this.
+const IdleHorizon = 2 * time.Minute
+
+// idleDeadlineBatch is how many idle deadlines one read returns.
+const idleDeadlineBatch = 500
+
 // SweepIdle closes every open Session that has been idle (no queued or
-// running Turn) for its closeAfterIdle, by the engine's clock, and returns
-// how many it closed. Each idle Session's own timer closes it on time; the
-// control plane sweeps now and then for Sessions whose timer ran on a node
-// that stopped, and tests with an injected clock sweep after moving it.
+// running Turn) for its closeAfterIdle, by the engine's clock, arms the
+// timers of those whose close comes within IdleHorizon, and returns how
+// many it closed. It reads only the deadlines due within the horizon
+// from the store's index, never every Session. The control plane sweeps
+// every 30 s (Sessions whose timer ran on a node that stopped are
+// closed too); tests with an injected clock sweep after moving it.
 func (e *Engine) SweepIdle(ctx context.Context) (int, error) {
 	now := e.Now()
 	var due []string
-	err := e.store.View(ctx, func(tx store.Tx) error {
-		return idleSessionsTx(ctx, tx, func(s *store.Session, at time.Time) {
-			if !now.Before(at) {
-				due = append(due, s.ID)
-			}
-		})
+	err := e.forIdleDeadlines(ctx, now.Add(IdleHorizon), func(d store.IdleDeadline) {
+		if now.Before(d.CloseAt) {
+			e.armIdleCloseAt(d.SessionID, d.CloseAt)
+		} else {
+			due = append(due, d.SessionID)
+		}
 	})
 	if err != nil {
 		return 0, err
 	}
 	n := 0
 	for _, id := range due {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
 		closed, err := e.closeIdle(ctx, id, now)
 		if err != nil {
 			return n, err
@@ -282,24 +296,27 @@ func (e *Engine) SweepIdle(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// idleSessionsTx calls fn with every open idle Session that closes after
-// idling and the moment its closeAfterIdle runs out.
-func idleSessionsTx(ctx context.Context, tx store.Tx, fn func(s *store.Session, closeAt time.Time)) error {
-	for after := ""; ; {
-		page, err := tx.ListSessions(ctx, store.SessionFilter{Statuses: []string{helmrtype.SessionOpen}, AfterID: after, Limit: 100})
+// forIdleDeadlines calls fn with the idle deadline of every open Session
+// that closes by before, in pages read from the store's index, each in a
+// read of its own.
+func (e *Engine) forIdleDeadlines(ctx context.Context, before time.Time, fn func(store.IdleDeadline)) error {
+	for after := (store.IdleDeadline{}); ; {
+		var page []store.IdleDeadline
+		err := e.store.View(ctx, func(tx store.Tx) error {
+			var err error
+			page, err = tx.IdleDeadlines(ctx, before, after, idleDeadlineBatch)
+			return err
+		})
 		if err != nil {
 			return err
 		}
-		for i := range page {
-			s := &page[i]
-			after = s.ID
-			if at, ok := idleCloseAt(s); ok {
-				fn(s, at)
-			}
+		for _, d := range page {
+			fn(d)
 		}
-		if len(page) < 100 {
+		if len(page) < idleDeadlineBatch {
 			return nil
 		}
+		after = page[len(page)-1]
 	}
 }
 
@@ -309,23 +326,45 @@ func idleCloseAt(s *store.Session) (time.Time, bool) {
 	if s.IdleSince == nil {
 		return time.Time{}, false
 	}
-	d, never, err := helmrtype.ParseRetention(s.CloseAfterIdle)
+	return idleDeadline(*s.IdleSince, s.CloseAfterIdle)
+}
+
+// idleDeadline is when a Session idle since since closes by its
+// closeAfterIdle (false when it never does).
+func idleDeadline(since time.Time, closeAfterIdle string) (time.Time, bool) {
+	d, never, err := helmrtype.ParseRetention(closeAfterIdle)
 	if err != nil || never {
 		return time.Time{}, false
 	}
-	return s.IdleSince.Add(d), true
+	return since.Add(d), true
+}
+
+// setIdle marks s idle since since (busy with nil), with the deadline of
+// its idle close that the store indexes.
+func setIdle(s *store.Session, since *time.Time) {
+	s.IdleSince, s.IdleCloseAt = since, nil
+	if at, ok := idleCloseAt(s); ok {
+		s.IdleCloseAt = &at
+	}
 }
 
 // armIdleClose arms the timer that closes s when its closeAfterIdle runs
-// out, replacing the one of an earlier idle period. Like a wait's deadline
-// it is kept in the store (idle_since) and armed again at start; what it
-// runs checks the store again, so a Session that got work meanwhile stays.
+// out, replacing the one of an earlier idle period, when that is within
+// IdleHorizon; a later one is armed by SweepIdle. Like a wait's deadline
+// it is kept in the store (idle_close_at); what it runs checks the store
+// again, so a Session that got work meanwhile stays.
 func (e *Engine) armIdleClose(s *store.Session) {
-	at, ok := idleCloseAt(s)
-	if !ok {
+	if at, ok := idleCloseAt(s); ok {
+		e.armIdleCloseAt(s.ID, at)
+	}
+}
+
+// armIdleCloseAt arms the idle close of Session id at at, when that is
+// within IdleHorizon.
+func (e *Engine) armIdleCloseAt(id string, at time.Time) {
+	if at.After(e.Now().Add(IdleHorizon)) {
 		return
 	}
-	id := s.ID
 	e.sched.at(at, "idle:"+id, func() {
 		ctx := context.Background()
 		if _, err := e.closeIdle(ctx, id, e.Now()); err != nil {
@@ -345,6 +384,14 @@ func (e *Engine) closeIdle(ctx context.Context, sessionID string, now time.Time)
 			return err
 		}
 		at, ok := idleCloseAt(s)
+		if ok != (s.IdleCloseAt != nil) || (ok && !s.IdleCloseAt.Equal(at)) {
+			// The stored deadline is not the true one (a Session idle
+			// before deadlines were stored): store the true one.
+			setIdle(s, s.IdleSince)
+			if err := tx.SetSessionIdleSince(ctx, sessionID, s.IdleSince, s.IdleCloseAt); err != nil {
+				return err
+			}
+		}
 		if !ok {
 			return nil
 		}

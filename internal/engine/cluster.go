@@ -76,7 +76,6 @@ func (e *Engine) TakeOver(ctx context.Context, sessionID string, ttl time.Durati
 	}
 	if settled != nil {
 		e.log.Warn("took over a session whose node stopped; its running turn is lost", "session", sessionID, "turn", settled.ID)
-		e.turns.wake(turnKey(sessionID, settled.ID), settled)
 		e.wake(sessionID)
 	}
 	return ok, nil
@@ -168,9 +167,11 @@ func (e *Engine) Remote(ctx context.Context, n store.Notice) {
 	}
 }
 
-// wakeSettled wakes the waiters of a Turn if it settled.
+// wakeSettled wakes the waiters of a Turn if it settled (on another node:
+// this one's memory of it is dropped, so that the next wait reads it).
 func (e *Engine) wakeSettled(ctx context.Context, sessionID, turnID string) {
 	key := turnKey(sessionID, turnID)
+	e.memory.forget(key)
 	if !e.turns.watched(key) {
 		return
 	}
@@ -184,6 +185,7 @@ func (e *Engine) wakeSettled(ctx context.Context, sessionID, turnID string) {
 // missed (the store's connection was lost): streams read again, and Turn
 // waiters get the state of Turns that settled.
 func (e *Engine) Resync(ctx context.Context) {
+	e.memory.reset() // settlements elsewhere may have gone unseen
 	if err := e.ArmSchedules(ctx); err != nil {
 		e.log.Error("arm the schedules", "err", err)
 	}

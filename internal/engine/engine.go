@@ -95,6 +95,8 @@ type Engine struct {
 	agents  agentCache
 	hub     hub[struct{}]             // by Session ID
 	turns   hub[*helmrtype.TurnState] // by Turn ID, on settlement
+	// memory: the Turns admitted or settled here lately, for waiters.
+	memory *turnMemory
 
 	mu sync.RWMutex
 	// limitsOff: see SetLimitsOff.
@@ -143,7 +145,7 @@ func New(s store.Store, opts Options) *Engine {
 		opts.TurnLogger = opts.Logger
 	}
 	e := &Engine{clock: opts.Clock, log: opts.Logger, tlog: opts.TurnLogger, metrics: opts.Metrics, tracer: opts.Tracer, notifier: nopNotifier{}, hub: newHub[struct{}](),
-		turns: newHub[*helmrtype.TurnState](), sched: sched{clock: opts.Clock}, publicURL: strings.TrimRight(opts.PublicURL, "/"), node: opts.NodeID,
+		turns: newHub[*helmrtype.TurnState](), memory: newTurnMemory(), sched: sched{clock: opts.Clock}, publicURL: strings.TrimRight(opts.PublicURL, "/"), node: opts.NodeID,
 		incarnation: NewID()}
 	e.store = newObsStore(s, e)
 	return e

@@ -120,3 +120,103 @@ func TestCloseAfterIdleAfterRestart(t *testing.T) {
 	}
 	closedOnTime(t, e, r.Session.ID)
 }
+
+// openLong opens an engine on clock c with an Agent "long" that closes
+// after an hour idle (beyond the engine's IdleHorizon).
+func openLong(t *testing.T, c *testClock) *engine.Engine {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "helmr.db"), sqlitestore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := engine.New(st, engine.Options{Clock: c})
+	t.Cleanup(func() { e.Close(); st.Close() })
+	m := helmrtype.Manifest{Version: helmrtype.ManifestVersion, SDK: "go",
+		Templates: []helmrtype.TemplateManifest{{ID: "box", Image: helmrtype.ImageManifest{Name: "box", Host: true}}},
+		Agents:    []helmrtype.AgentManifest{{ID: "long", Template: "box", InputKind: "text", CloseAfterIdle: "1h", HibernateAfterIdle: "never"}}}
+	if _, err := e.PublishDeployment(ctx, "sha256:long", m, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// An idle close further off than IdleHorizon is kept in the store alone
+// and found by the sweep once due; Recover and the sweep read deadlines,
+// not Sessions, so a Session that got work is never closed by an old one.
+func TestIdleCloseBeyondTheHorizon(t *testing.T) {
+	c := &testClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	e := openLong(t, c)
+	ctx := context.Background()
+	idle, _, err := e.CreateSession(ctx, helmrtype.SessionCreateRequest{Agent: "long"}, engine.APICaller)
+	if err != nil {
+		t.Fatal(err)
+	}
+	worked, _, err := e.CreateSession(ctx, helmrtype.SessionCreateRequest{Agent: "long"}, engine.APICaller)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Recover(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	c.advance(59 * time.Minute)
+	if n, err := e.SweepIdle(ctx); err != nil || n != 0 {
+		t.Fatalf("sweep before the deadline: %d %v", n, err)
+	}
+	if _, _, err := e.Enqueue(ctx, worked.Session.ID, helmrtype.EnqueueRequest{Input: text("work")}, engine.APICaller); err != nil {
+		t.Fatal(err)
+	}
+	c.advance(time.Minute)
+	if n, err := e.SweepIdle(ctx); err != nil || n != 1 {
+		t.Fatalf("sweep at the deadline closed %d (want 1): %v", n, err)
+	}
+	for id, want := range map[string]string{idle.Session.ID: helmrtype.SessionClosed, worked.Session.ID: helmrtype.SessionOpen} {
+		if s, err := e.GetSession(ctx, id); err != nil || s.Status != want {
+			t.Fatalf("session %s: %v %v, want %s", id, s, err, want)
+		}
+	}
+	if n, err := e.SweepIdle(ctx); err != nil || n != 0 {
+		t.Fatalf("a second sweep: %d %v", n, err)
+	}
+}
+
+// Storage pressure holds the Sessions with work alone and releases what
+// it held; an idle Session gets no hold.
+func TestStoragePressureHoldsOnlySessionsWithWork(t *testing.T) {
+	c := &testClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	e := openLong(t, c)
+	ctx := context.Background()
+	idle, _, err := e.CreateSession(ctx, helmrtype.SessionCreateRequest{Agent: "long"}, engine.APICaller)
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy, _, err := e.CreateSession(ctx, helmrtype.SessionCreateRequest{Agent: "long", Input: text("hi")}, engine.APICaller)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holds := func(id string) []helmrtype.Hold {
+		s, err := e.GetSession(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Holds
+	}
+	if err := e.SetStoragePressure(ctx, true, "disk low"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SetStoragePressure(ctx, true, "disk still low"); err != nil {
+		t.Fatal(err)
+	}
+	if hs := holds(busy.Session.ID); len(hs) != 1 || hs[0].Kind != helmrtype.HoldStoragePressure {
+		t.Fatalf("holds of the busy session under pressure: %+v", hs)
+	}
+	if hs := holds(idle.Session.ID); len(hs) != 0 {
+		t.Fatalf("holds of the idle session under pressure: %+v", hs)
+	}
+	if err := e.SetStoragePressure(ctx, false, ""); err != nil {
+		t.Fatal(err)
+	}
+	if hs := holds(busy.Session.ID); len(hs) != 0 {
+		t.Fatalf("holds after pressure: %+v", hs)
+	}
+}

@@ -22,6 +22,8 @@ type transition struct {
 	traceParent                          string
 	created                              time.Time
 	started, ended                       *time.Time
+	// state is the settled Turn, for its waiters (terminal statuses only).
+	state *helmrtype.TurnState
 }
 
 // obsTx carries a transaction's transitions until it commits.
@@ -52,6 +54,7 @@ func (s obsStore) Update(ctx context.Context, fn func(store.Tx) error) error {
 	})
 	s.update.Observe(time.Since(start).Seconds())
 	if err == nil && ot != nil && len(ot.turns) > 0 {
+		s.e.rememberTurns(ot.turns)
 		s.e.reportTurns(ctx, ot.turns)
 	}
 	return err
@@ -78,8 +81,30 @@ func noteTurn(tx store.Tx, t *store.Turn) {
 	if !ok {
 		return
 	}
-	ot.turns = append(ot.turns, transition{sessionID: t.SessionID, turnID: t.ID, status: t.Status, errorCode: t.ErrorCode,
-		traceParent: t.TraceParent, created: t.CreatedAt, started: t.StartedAt, ended: t.TerminalAt})
+	tr := transition{sessionID: t.SessionID, turnID: t.ID, status: t.Status, errorCode: t.ErrorCode,
+		traceParent: t.TraceParent, created: t.CreatedAt, started: t.StartedAt, ended: t.TerminalAt}
+	if helmrtype.TurnTerminal(t.Status) {
+		ts := turnState(t)
+		ts.Input = nil // waiters want the outcome; memory keeps it small
+		tr.state = &ts
+	}
+	ot.turns = append(ot.turns, tr)
+}
+
+// rememberTurns keeps the admissions and settlements of a committed
+// transaction in the Turn memory and hands each settled Turn to its
+// waiters: the one place a settlement wakes them in this process.
+func (e *Engine) rememberTurns(ts []transition) {
+	for _, t := range ts {
+		key := turnKey(t.sessionID, t.turnID)
+		switch {
+		case t.status == helmrtype.TurnQueued:
+			e.memory.admitted(key)
+		case t.state != nil:
+			e.memory.settled(key, t.state)
+			e.turns.wake(key, t.state)
+		}
+	}
 }
 
 // agentCache maps Session ID → Agent ID (immutable), for metric labels.

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 
 	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/store"
@@ -32,54 +31,51 @@ func (e *Engine) admitting() error {
 }
 
 // SetStoragePressure turns storage pressure on or off (the control plane's
-// disk monitor calls it when the free space crosses its floor). why is the
-// hold's reason.
+// disk monitor calls it when the free space crosses its floor, and at
+// start). why is the hold's reason. Pressure is the engine's state; the
+// holds it implies are written only on the Sessions with work (found
+// through the index of active Turns) and released through the index of
+// active holds by kind, so its cost grows with the work held, never with
+// all Sessions: at start, with no pressure and no hold left, it reads one
+// index probe.
 func (e *Engine) SetStoragePressure(ctx context.Context, on bool, why string) error {
 	e.pressure.Store(on)
 	var touched []string
 	err := e.store.Update(ctx, func(tx store.Tx) error {
 		touched = nil
 		now := e.Now()
-		for after := ""; ; {
-			page, err := tx.ListSessions(ctx, store.SessionFilter{Statuses: []string{helmrtype.SessionOpen, helmrtype.SessionClosing}, AfterID: after, Limit: 100})
-			if err != nil {
-				return err
-			}
-			for _, s := range page {
-				after = s.ID
-				hs, err := tx.ActiveHolds(ctx, []string{s.ID})
-				if err != nil {
+		held, err := tx.ActiveHoldsOfKind(ctx, helmrtype.HoldStoragePressure)
+		if err != nil {
+			return err
+		}
+		if !on {
+			for i := range held {
+				held[i].ReleasedAt = &now
+				if err := tx.UpdateHold(ctx, &held[i]); err != nil {
 					return err
 				}
-				var mine *store.Hold
-				for i := range hs {
-					if hs[i].Kind == helmrtype.HoldStoragePressure {
-						mine = &hs[i]
-					}
-				}
-				switch {
-				case on && mine == nil:
-					if _, err := tx.ActiveTurn(ctx, s.ID); errors.Is(err, store.ErrNotFound) {
-						continue // no work to hold
-					} else if err != nil {
-						return err
-					}
-					if _, err := e.placeHoldTx(ctx, tx, s.ID, helmrtype.HoldStoragePressure, why, now); err != nil {
-						return err
-					}
-					touched = append(touched, s.ID)
-				case !on && mine != nil:
-					mine.ReleasedAt = &now
-					if err := tx.UpdateHold(ctx, mine); err != nil {
-						return err
-					}
-					touched = append(touched, s.ID)
-				}
+				touched = append(touched, held[i].SessionID)
 			}
-			if len(page) < 100 {
-				return nil
-			}
+			return nil
 		}
+		has := make(map[string]bool, len(held))
+		for _, h := range held {
+			has[h.SessionID] = true
+		}
+		ids, err := tx.SessionsWithWork(ctx)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			if has[id] {
+				continue
+			}
+			if _, err := e.placeHoldTx(ctx, tx, id, helmrtype.HoldStoragePressure, why, now); err != nil {
+				return err
+			}
+			touched = append(touched, id)
+		}
+		return nil
 	})
 	if err != nil {
 		return err

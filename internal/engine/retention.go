@@ -34,6 +34,10 @@ func (e *Engine) ExpirePayloads(ctx context.Context, retention time.Duration) (i
 			return total, err
 		}
 		total += n
+		if n > 0 {
+			// Settled Turns in memory may hold payloads that are gone now.
+			e.memory.reset()
+		}
 		if n < PayloadExpiryBatch {
 			return total, nil
 		}

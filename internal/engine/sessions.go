@@ -171,7 +171,7 @@ func (e *Engine) createSession(ctx context.Context, req helmrtype.SessionCreateR
 			}
 			var turn *store.Turn
 			if input == nil {
-				s.IdleSince = &now
+				setIdle(s, &now)
 			} else {
 				turn = &store.Turn{ID: NewID(), SessionID: id, Sequence: 1}
 				s.InitialTurnID = turn.ID
@@ -296,7 +296,7 @@ func (e *Engine) Enqueue(ctx context.Context, sessionID string, req helmrtype.En
 			}
 			wasIdle := s.IdleSince != nil
 			if wasIdle {
-				if err := tx.SetSessionIdleSince(ctx, sessionID, nil); err != nil {
+				if err := tx.SetSessionIdleSince(ctx, sessionID, nil, nil); err != nil {
 					return nil, err
 				}
 			}
@@ -533,29 +533,49 @@ func (e *Engine) ListTurns(ctx context.Context, sessionID, cursor string, limit 
 
 // WaitTurn waits up to timeout for a Turn to settle. It never cancels it.
 // Settlement wakes the Turn's own watchers, so a wait costs one read per
-// settlement, not one per event of the Session.
+// settlement, not one per event of the Session (none for a Turn this
+// engine admitted or saw settle lately: see SettledTurn).
 func (e *Engine) WaitTurn(ctx context.Context, sessionID, turnID string, timeout time.Duration) (*helmrtype.TimedTurnWaitResult, error) {
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	key := turnKey(sessionID, turnID)
-	sg := e.turns.watch(key)
-	defer func() { e.turns.unwatch(key, sg) }()
-	t, err := e.GetTurn(ctx, sessionID, turnID)
+	t, err := e.SettledTurn(ctx, sessionID, turnID, timeout)
 	if err != nil {
 		return nil, err
 	}
-	for !helmrtype.TurnTerminal(t.Status) {
-		select {
-		case <-sg.ch:
-			t = sg.val
-		case <-timer.C:
-			return &helmrtype.TimedTurnWaitResult{Status: helmrtype.WaitTimeout}, nil
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+	if t == nil {
+		return &helmrtype.TimedTurnWaitResult{Status: helmrtype.WaitTimeout}, nil
 	}
 	o := t.Outcome()
 	return &helmrtype.TimedTurnWaitResult{Status: helmrtype.WaitSettled, Outcome: &o}, nil
+}
+
+// SettledTurn waits up to timeout for a Turn to settle and returns it
+// settled, or nil when the timeout came first. A Turn this engine
+// admitted or saw settle lately is answered from memory, with no read of
+// the store, and then without its Input (the caller has it); any other is
+// read once, then waited for. The state is shared: do not change it.
+func (e *Engine) SettledTurn(ctx context.Context, sessionID, turnID string, timeout time.Duration) (*helmrtype.TurnState, error) {
+	key := turnKey(sessionID, turnID)
+	sg := e.turns.watch(key)
+	defer func() { e.turns.unwatch(key, sg) }()
+	t, known := e.memory.get(key)
+	if !known {
+		var err error
+		if t, err = e.GetTurn(ctx, sessionID, turnID); err != nil {
+			return nil, err
+		}
+	}
+	if t != nil && helmrtype.TurnTerminal(t.Status) {
+		return t, nil
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-sg.ch:
+		return sg.val, nil
+	case <-timer.C:
+		return nil, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // ListEvents returns one page of a Session's timeline after a sequence.

@@ -300,10 +300,9 @@ func (e *Engine) SettleTurn(ctx context.Context, sessionID, turnID string, op in
 	}
 	var next *store.Turn
 	var msgs []store.Message
-	var settled *helmrtype.TurnState
 	var closed bool
 	err := e.store.Update(ctx, func(tx store.Tx) error {
-		next, msgs, settled, closed = nil, nil, nil, false
+		next, msgs, closed = nil, nil, false
 		t, err := e.runningTurnTx(ctx, tx, sessionID, turnID)
 		if helmrtype.CodeOf(err) == helmrtype.CodeTurnSettled && op > 0 {
 			// A settle repeated after a reconnect, whose first try took
@@ -329,17 +328,13 @@ func (e *Engine) SettleTurn(ctx context.Context, sessionID, turnID string, op in
 			return err
 		}
 		closed = c
-		ts := turnState(t)
-		settled = &ts
 		if startNext && queued != nil {
 			next, msgs, err = e.startTurnTx(ctx, tx, queued, true)
 		}
 		return err
 	})
 	if err == nil {
-		if settled != nil {
-			e.turns.wake(turnKey(sessionID, turnID), settled)
-		}
+		// The settlement's waiters were woken at its commit (rememberTurns).
 		e.wake(sessionID)
 		if closed {
 			e.afterClose(sessionID, helmrtype.SessionClosed)
@@ -406,18 +401,24 @@ func (e *Engine) settleTx(ctx context.Context, tx store.Tx, t *store.Turn, st Se
 	// The Session is idle when nothing is queued behind this Turn.
 	next, err := tx.ActiveTurn(ctx, t.SessionID)
 	if errors.Is(err, store.ErrNotFound) {
-		if err := tx.SetSessionIdleSince(ctx, t.SessionID, &now); err != nil {
+		s, err := e.getSessionTx(ctx, tx, t.SessionID)
+		if err != nil {
 			return nil, false, err
 		}
-		closed, err := e.closeIfDrainedTx(ctx, tx, t.SessionID, now)
-		if err == nil && !closed {
-			s, err := e.getSessionTx(ctx, tx, t.SessionID)
-			if err != nil {
+		setIdle(s, &now)
+		if err := tx.SetSessionIdleSince(ctx, t.SessionID, s.IdleSince, s.IdleCloseAt); err != nil {
+			return nil, false, err
+		}
+		closed := false
+		if s.Status == helmrtype.SessionClosing { // read in this transaction: no second read for an open one
+			if closed, err = e.closeIfDrainedTx(ctx, tx, t.SessionID, now); err != nil {
 				return nil, false, err
 			}
+		}
+		if !closed {
 			e.armIdleClose(s)
 		}
-		return nil, closed, err
+		return nil, closed, nil
 	}
 	if err != nil {
 		return nil, false, err
@@ -447,9 +448,7 @@ func (e *Engine) loseTurnTx(ctx context.Context, tx store.Tx, t *store.Turn, why
 // recovery_gap hold only when a Turn was running (a Turn that never
 // started lost nothing).
 func (e *Engine) FailRunningTurn(ctx context.Context, sessionID, status string, code helmrtype.Code, message, hold string) error {
-	var settled *helmrtype.TurnState
 	err := e.store.Update(ctx, func(tx store.Tx) error {
-		settled = nil
 		if ok, err := e.supervisesTx(ctx, tx, sessionID); !ok || err != nil {
 			// Another node took the Session over: what this node's process
 			// did is that node's to settle.
@@ -481,14 +480,9 @@ func (e *Engine) FailRunningTurn(ctx context.Context, sessionID, status string, 
 			return nil
 		}
 		_, _, err = e.settleTx(ctx, tx, t, Settlement{Status: status, Error: &helmrtype.TurnError{Code: code, Message: message}})
-		ts := turnState(t)
-		settled = &ts
 		return err
 	})
 	if err == nil {
-		if settled != nil {
-			e.turns.wake(turnKey(sessionID, settled.ID), settled)
-		}
 		e.wake(sessionID)
 	}
 	return err

@@ -384,7 +384,21 @@ func (e *Engine) scheduleRecovered(ctx context.Context, tx store.Tx, sessionID s
 	if sessionID != "" {
 		return nil
 	}
-	return idleSessionsTx(ctx, tx, func(s *store.Session, _ time.Time) { e.armIdleClose(s) })
+	// Idle closes due within the horizon; SweepIdle arms later ones.
+	horizon := e.Now().Add(IdleHorizon)
+	for after := (store.IdleDeadline{}); ; {
+		page, err := tx.IdleDeadlines(ctx, horizon, after, idleDeadlineBatch)
+		if err != nil {
+			return err
+		}
+		for _, d := range page {
+			e.armIdleCloseAt(d.SessionID, d.CloseAt)
+		}
+		if len(page) < idleDeadlineBatch {
+			return nil
+		}
+		after = page[len(page)-1]
+	}
 }
 
 // CancelWait withdraws an open wait its process no longer blocks on (its

@@ -62,19 +62,20 @@ var (
 	qLimit  = param{"limit", "integer", "page size, 1–100 (the timeline: 1–1000, default 100)"}
 	qCursor = param{"cursor", "string", "opaque cursor from the previous page's next_cursor"}
 	qWait   = param{"timeout", "string", "how long to wait: a Duration (\"30s\") or milliseconds; at most 60s"}
+	qSettle = param{"wait", "string", "also wait up to this long (as the timeout of …/wait; at most 60s) for the admitted Turn to settle, and answer it settled"}
 )
 
 // ops is every /v1 route; TestOpenAPIDocument checks it against the router.
 var ops = map[string]op{
 	"POST /v1/sessions": {summary: "Create a Session (and admit its first Turn when input is given)",
-		req: helmrtype.SessionCreateRequest{}, resp: helmrtype.SessionCreateReceipt{}, status: 201},
+		req: helmrtype.SessionCreateRequest{}, resp: helmrtype.SessionCreateReceipt{}, status: 201, query: []param{qSettle}},
 	"GET /v1/sessions": {summary: "List Sessions", resp: helmrtype.SessionPage{}, query: []param{
 		{"agent", "string", "only Sessions of this Agent"}, {"key", "string", "only the Session with this key"},
 		{"status", "string", "only these statuses (comma-separated or repeated)"},
 		{"parent_session_id", "string", "only children of this Session"}, {"requester_session_id", "string", "only Sessions this Session requested"},
 		qCursor, qLimit}},
 	"GET /v1/sessions/{id}":                           {summary: "Get a Session", resp: helmrtype.Session{}},
-	"POST /v1/sessions/{id}/turns":                    {summary: "Enqueue a Turn", req: helmrtype.EnqueueRequest{}, resp: helmrtype.TurnState{}, status: 201},
+	"POST /v1/sessions/{id}/turns":                    {summary: "Enqueue a Turn", req: helmrtype.EnqueueRequest{}, resp: helmrtype.TurnState{}, status: 201, query: []param{qSettle}},
 	"GET /v1/sessions/{id}/turns":                     {summary: "List a Session's Turns", resp: helmrtype.TurnPage{}, query: []param{qCursor, qLimit}},
 	"GET /v1/sessions/{id}/turns/{turn_id}":           {summary: "Get a Turn", resp: helmrtype.TurnState{}},
 	"GET /v1/sessions/{id}/turns/{turn_id}/wait":      {summary: "Wait for a Turn to settle", resp: helmrtype.TimedTurnWaitResult{}, query: []param{qWait}},

@@ -533,12 +533,51 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}
+	d, err := s.enqueueWait(r)
+	if err != nil {
+		return err
+	}
 	rec, replayed, err := s.eng.CreateSession(r.Context(), req, engine.APICaller)
 	if err != nil {
 		return err
 	}
+	if rec.Turn != nil && d > 0 {
+		rec.Turn = s.settledOr(r, rec.Turn, d)
+	}
 	writeJSON(w, createdStatus(replayed), rec)
 	return nil
+}
+
+// enqueueWait parses the wait query of an admission (POST /v1/sessions,
+// POST …/turns): how long to wait for the admitted Turn to settle before
+// answering, as the timeout of GET …/wait; absent or zero answers at
+// once.
+func (s *Server) enqueueWait(r *http.Request) (time.Duration, error) {
+	v := r.URL.Query().Get("wait")
+	if v == "" {
+		return 0, nil
+	}
+	d, err := parseWait(v)
+	if err != nil {
+		return 0, helmrtype.Errorf(helmrtype.CodeInvalidRequest, "wait: %v", err)
+	}
+	return min(d, maxWait), nil
+}
+
+// settledOr waits up to d for the admitted Turn t to settle and returns
+// it settled, or t (the receipt) when d runs out first, the server stops,
+// or the wait fails: the admission stands either way, and the client
+// waits with GET …/wait.
+func (s *Server) settledOr(r *http.Request, t *helmrtype.TurnState, d time.Duration) *helmrtype.TurnState {
+	ctx, cancel := s.untilStopping(r.Context())
+	defer cancel()
+	settled, err := s.eng.SettledTurn(ctx, t.SessionID, t.ID, d)
+	if err != nil || settled == nil {
+		return t
+	}
+	out := *settled
+	out.Input = t.Input
+	return &out
 }
 
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
@@ -578,9 +617,16 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}
+	d, err := s.enqueueWait(r)
+	if err != nil {
+		return err
+	}
 	t, replayed, err := s.eng.Enqueue(r.Context(), r.PathValue("id"), req, engine.APICaller)
 	if err != nil {
 		return err
+	}
+	if d > 0 {
+		t = s.settledOr(r, t, d)
 	}
 	writeJSON(w, createdStatus(replayed), t)
 	return nil

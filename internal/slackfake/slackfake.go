@@ -21,7 +21,7 @@
 //		return m.ThreadTS == ts && strings.Contains(m.Text, "hello")
 //	})
 //
-// docs/decisions/slack-fake.md says where the fake follows Slack and where
+// docs/decisions/0020-slack-fake.md says where the fake follows Slack and where
 // it simplifies (retries at once unless SetRetryDelays, one workspace, one app).
 package slackfake
 

@@ -109,8 +109,15 @@ type Tx interface {
 	GetSessionByKey(ctx context.Context, agent, key string) (*Session, error)
 	UpdateSession(ctx context.Context, s *Session) error
 	// SetSessionIdleSince sets (or, with nil, clears) a Session's idle time
-	// alone, without reading the row.
-	SetSessionIdleSince(ctx context.Context, id string, t *time.Time) error
+	// and the moment its closeAfterIdle runs out (nil when it never
+	// does) alone, without reading the row.
+	SetSessionIdleSince(ctx context.Context, id string, since, closeAt *time.Time) error
+	// IdleDeadlines returns open Sessions whose IdleCloseAt is at or
+	// before before, ordered by that moment then ID, starting after the
+	// cursor after (its zero value starts at the beginning), at most
+	// limit. It reads an index of those deadlines alone: its cost grows
+	// with the Sessions due, not with all Sessions.
+	IdleDeadlines(ctx context.Context, before time.Time, after IdleDeadline, limit int) ([]IdleDeadline, error)
 	ListSessions(ctx context.Context, f SessionFilter) ([]Session, error)
 	// SessionsWithWork returns IDs of Sessions that have queued or running Turns.
 	SessionsWithWork(ctx context.Context) ([]string, error)
@@ -270,6 +277,9 @@ type Tx interface {
 	// HoldsToRecover returns a Session's released process_failed and
 	// recovery_gap holds with no reconstruction yet, oldest first.
 	HoldsToRecover(ctx context.Context, sessionID string) ([]Hold, error)
+	// ActiveHoldsOfKind returns the unreleased holds of one kind on any
+	// Session, oldest first, through an index of them alone.
+	ActiveHoldsOfKind(ctx context.Context, kind string) ([]Hold, error)
 
 	// Schedules (migration 0011_schedules)
 	// InsertSchedule stores a new Schedule; ErrDuplicate when its ID, or
@@ -627,10 +637,20 @@ type Session struct {
 	HibernateAfterIdle string
 	MaxTurnDuration    string
 	IdleSince          *time.Time
-	InitialTurnID      string
+	// IdleCloseAt is when an idle Session's closeAfterIdle runs out (nil
+	// when it is busy or never closes after idling); the store indexes it
+	// for IdleDeadlines.
+	IdleCloseAt   *time.Time
+	InitialTurnID string
 	// SlackChannelID is the Slack channel the Session lives in ("" none).
 	SlackChannelID string
 	CreatedAt      time.Time
+}
+
+// IdleDeadline is when an idle Session's closeAfterIdle runs out.
+type IdleDeadline struct {
+	SessionID string
+	CloseAt   time.Time
 }
 
 // SessionFilter selects Sessions for ListSessions. Empty fields match all.

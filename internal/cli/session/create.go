@@ -58,6 +58,15 @@ func newCreate(g *clienv.Globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			start := time.Now()
+			if wait {
+				// One request admits the Turn and waits for it (up to a
+				// minute); waitTurn waits on when it took longer.
+				opts.Wait = helmrclient.MaxWaitPerRequest
+				if timeout > 0 {
+					opts.Wait = min(timeout, opts.Wait)
+				}
+			}
 			r, err := c.Sessions.Create(cmd.Context(), agent, input, opts)
 			if err != nil {
 				return err
@@ -72,7 +81,11 @@ func newCreate(g *clienv.Globals) *cobra.Command {
 			if !g.JSON {
 				writeReceipt(g.Streams.Out, r)
 			}
-			o, err := waitTurn(cmd, r.Turn, timeout)
+			left := timeout
+			if timeout > 0 {
+				left = max(timeout-time.Since(start), time.Millisecond)
+			}
+			o, err := waitTurn(cmd, r.Turn, left, timeout)
 			if err != nil {
 				if g.JSON {
 					_ = g.PrintJSON(createdWithOutcome{SessionCreateReceipt: r.Receipt})
@@ -106,8 +119,8 @@ func newCreate(g *clienv.Globals) *cobra.Command {
 }
 
 // waitTurn waits for t, at most timeout when it is positive; a timeout is an
-// exit-5 error.
-func waitTurn(cmd *cobra.Command, t *helmrclient.TurnRef, timeout time.Duration) (*helmrtype.TurnOutcome, error) {
+// exit-5 error that names asked, the whole wait asked for.
+func waitTurn(cmd *cobra.Command, t *helmrclient.TurnRef, timeout, asked time.Duration) (*helmrtype.TurnOutcome, error) {
 	if timeout <= 0 {
 		return t.Wait(cmd.Context())
 	}
@@ -116,7 +129,7 @@ func waitTurn(cmd *cobra.Command, t *helmrclient.TurnRef, timeout time.Duration)
 		return nil, err
 	}
 	if r.Status != helmrtype.WaitSettled || r.Outcome == nil {
-		return nil, clienv.Exitf(clienv.ExitWaitTimeout, "Turn %s did not settle within %s; it goes on", t.ID(), timeout)
+		return nil, clienv.Exitf(clienv.ExitWaitTimeout, "Turn %s did not settle within %s; it goes on", t.ID(), asked)
 	}
 	return r.Outcome, nil
 }

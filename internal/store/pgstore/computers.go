@@ -122,7 +122,7 @@ func (t *tx) SetComputerStatus(ctx context.Context, id, from, to string) (bool, 
 func (t *tx) IdleImplicitComputers(ctx context.Context, afterID string, limit int) ([]store.Computer, error) {
 	rows, err := t.q.Query(ctx, `SELECT `+computerCols+` FROM computers c
  WHERE c.implicit AND c.status = 'available' AND c.id > $1
-   AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.computer_id = c.id AND s.status <> 'closed')
+   AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.computer_id = c.id AND s.computer_id <> '' AND s.status <> 'closed')
    AND NOT EXISTS (SELECT 1 FROM commands m WHERE m.computer_id = c.id AND m.status IN ('queued', 'running'))
  ORDER BY c.id LIMIT $2`, afterID, limit)
 	return collect(rows, err, scanComputer)

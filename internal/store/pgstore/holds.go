@@ -57,3 +57,8 @@ func (t *tx) HoldsToRecover(ctx context.Context, sessionID string) ([]store.Hold
  AND recovered_at IS NULL AND kind IN ('process_failed', 'recovery_gap') ORDER BY created_at, id`, sessionID)
 	return collect(rows, err, scanHold)
 }
+
+func (t *tx) ActiveHoldsOfKind(ctx context.Context, kind string) ([]store.Hold, error) {
+	rows, err := t.q.Query(ctx, `SELECT `+holdCols+` FROM holds WHERE kind = $1 AND released_at IS NULL ORDER BY created_at, id`, kind)
+	return collect(rows, err, scanHold)
+}

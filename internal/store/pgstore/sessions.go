@@ -12,16 +12,16 @@ import (
 
 const sessionCols = `id, deployment_id, root_session_id, agent, template, computer_id, parent_session_id,
  requester_session_id, key, status, close_after_idle, hibernate_after_idle, max_turn_duration,
- idle_since, initial_turn_id, created_at, slack_channel_id`
+ idle_since, initial_turn_id, created_at, slack_channel_id, idle_close_at`
 
 func scanSession(row pgx.Row) (*store.Session, error) {
 	var s store.Session
 	if err := row.Scan(&s.ID, &s.DeploymentID, &s.RootSessionID, &s.Agent, &s.Template, &s.ComputerID, &s.ParentSessionID,
 		&s.RequesterSessionID, &s.Key, &s.Status, &s.CloseAfterIdle, &s.HibernateAfterIdle, &s.MaxTurnDuration,
-		&s.IdleSince, &s.InitialTurnID, &s.CreatedAt, &s.SlackChannelID); err != nil {
+		&s.IdleSince, &s.InitialTurnID, &s.CreatedAt, &s.SlackChannelID, &s.IdleCloseAt); err != nil {
 		return nil, err
 	}
-	s.IdleSince = utcPtr(s.IdleSince)
+	s.IdleSince, s.IdleCloseAt = utcPtr(s.IdleSince), utcPtr(s.IdleCloseAt)
 	s.CreatedAt = utc(s.CreatedAt)
 	return &s, nil
 }
@@ -31,10 +31,10 @@ func (t *tx) InsertSession(ctx context.Context, s *store.Session) error {
 	if s.Key != "" {
 		keys = append(keys, sessionKeyLock(s.Agent, s.Key))
 	}
-	return t.insert(ctx, keys, `INSERT INTO sessions(`+sessionCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
+	return t.insert(ctx, keys, `INSERT INTO sessions(`+sessionCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
 		s.ID, s.DeploymentID, s.RootSessionID, s.Agent, s.Template, s.ComputerID, s.ParentSessionID,
 		s.RequesterSessionID, s.Key, s.Status, s.CloseAfterIdle, s.HibernateAfterIdle, s.MaxTurnDuration,
-		s.IdleSince, s.InitialTurnID, s.CreatedAt, s.SlackChannelID)
+		s.IdleSince, s.InitialTurnID, s.CreatedAt, s.SlackChannelID, s.IdleCloseAt)
 }
 
 func (t *tx) querySessions(ctx context.Context, q string, args ...any) ([]store.Session, error) {
@@ -67,13 +67,38 @@ func (t *tx) GetSessionByKey(ctx context.Context, agent, key string) (*store.Ses
 	return t.oneSession(ctx, sessionKeyLock(agent, key), `SELECT `+sessionCols+` FROM sessions WHERE agent = $1 AND key = $2 AND key <> ''`, agent, key)
 }
 
-func (t *tx) SetSessionIdleSince(ctx context.Context, id string, at *time.Time) error {
-	return t.exec(ctx, id, `UPDATE sessions SET idle_since = $1 WHERE id = $2`, at, id)
+func (t *tx) SetSessionIdleSince(ctx context.Context, id string, since, closeAt *time.Time) error {
+	return t.exec(ctx, id, `UPDATE sessions SET idle_since = $1, idle_close_at = $2 WHERE id = $3`, since, closeAt, id)
 }
 
 func (t *tx) UpdateSession(ctx context.Context, s *store.Session) error {
-	return t.exec(ctx, s.ID, `UPDATE sessions SET computer_id = $1, status = $2, idle_since = $3, initial_turn_id = $4 WHERE id = $5`,
-		s.ComputerID, s.Status, s.IdleSince, s.InitialTurnID, s.ID)
+	return t.exec(ctx, s.ID, `UPDATE sessions SET computer_id = $1, status = $2, idle_since = $3, initial_turn_id = $4, idle_close_at = $5 WHERE id = $6`,
+		s.ComputerID, s.Status, s.IdleSince, s.InitialTurnID, s.IdleCloseAt, s.ID)
+}
+
+func (t *tx) IdleDeadlines(ctx context.Context, before time.Time, after store.IdleDeadline, limit int) ([]store.IdleDeadline, error) {
+	// A zero cursor starts below every deadline (-infinity).
+	var at any = after.CloseAt
+	if after.CloseAt.IsZero() {
+		at = "-infinity"
+	}
+	rows, err := t.q.Query(ctx, `SELECT id, idle_close_at FROM sessions
+ WHERE idle_close_at IS NOT NULL AND status = 'open' AND idle_close_at <= $1 AND (idle_close_at, id) > ($2::timestamptz, $3)
+ ORDER BY idle_close_at, id LIMIT $4`, before, at, after.SessionID, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.IdleDeadline
+	for rows.Next() {
+		var d store.IdleDeadline
+		if err := rows.Scan(&d.SessionID, &d.CloseAt); err != nil {
+			return nil, err
+		}
+		d.CloseAt = utc(d.CloseAt)
+		out = append(out, d)
+	}
+	return out, rows.Err()
 }
 
 func (t *tx) ListSessions(ctx context.Context, f store.SessionFilter) ([]store.Session, error) {

@@ -119,7 +119,7 @@ func (t *tx) SetComputerStatus(ctx context.Context, id, from, to string) (bool, 
 func (t *tx) IdleImplicitComputers(ctx context.Context, afterID string, limit int) ([]store.Computer, error) {
 	return queryAll(ctx, t, scanComputer, `SELECT `+computerCols+` FROM computers c INDEXED BY computers_implicit_live
  WHERE c.implicit = 1 AND c.status = 'available' AND c.id > ?
-   AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.computer_id = c.id AND s.status <> 'closed')
+   AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.computer_id = c.id AND s.computer_id <> '' AND s.status <> 'closed')
    AND NOT EXISTS (SELECT 1 FROM commands m WHERE m.computer_id = c.id AND m.status IN ('queued', 'running'))
  ORDER BY c.id LIMIT ?`, afterID, limit)
 }

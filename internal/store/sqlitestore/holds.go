@@ -56,3 +56,8 @@ func (t *tx) HoldsToRecover(ctx context.Context, sessionID string) ([]store.Hold
 	return queryAll(ctx, t, scanHold, `SELECT `+holdCols+` FROM holds WHERE session_id = ? AND released_at IS NOT NULL
  AND recovered_at IS NULL AND kind IN ('process_failed', 'recovery_gap') ORDER BY created_at, id`, sessionID)
 }
+
+func (t *tx) ActiveHoldsOfKind(ctx context.Context, kind string) ([]store.Hold, error) {
+	return queryAll(ctx, t, scanHold, `SELECT `+holdCols+` FROM holds INDEXED BY holds_active_kind
+ WHERE kind = ? AND released_at IS NULL ORDER BY created_at, id`, kind)
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -161,27 +162,27 @@ func (t *tx) ListDeployments(ctx context.Context, beforeID string, limit int) ([
 
 const sessionCols = `id, deployment_id, root_session_id, agent, template, computer_id, parent_session_id,
  requester_session_id, key, status, close_after_idle, hibernate_after_idle, max_turn_duration,
- idle_since, initial_turn_id, created_at, slack_channel_id`
+ idle_since, initial_turn_id, created_at, slack_channel_id, idle_close_at`
 
 func scanSession(sc interface{ Scan(...any) error }) (*store.Session, error) {
 	var s store.Session
-	var idle sql.NullInt64
+	var idle, closeAt sql.NullInt64
 	var created int64
 	if err := sc.Scan(&s.ID, &s.DeploymentID, &s.RootSessionID, &s.Agent, &s.Template, &s.ComputerID, &s.ParentSessionID,
 		&s.RequesterSessionID, &s.Key, &s.Status, &s.CloseAfterIdle, &s.HibernateAfterIdle, &s.MaxTurnDuration,
-		&idle, &s.InitialTurnID, &created, &s.SlackChannelID); err != nil {
+		&idle, &s.InitialTurnID, &created, &s.SlackChannelID, &closeAt); err != nil {
 		return nil, err
 	}
-	s.IdleSince = fromNullMicros(idle)
+	s.IdleSince, s.IdleCloseAt = fromNullMicros(idle), fromNullMicros(closeAt)
 	s.CreatedAt = fromMicros(created)
 	return &s, nil
 }
 
 func (t *tx) InsertSession(ctx context.Context, s *store.Session) error {
-	return t.exec(ctx, `INSERT INTO sessions(`+sessionCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	return t.exec(ctx, `INSERT INTO sessions(`+sessionCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		s.ID, s.DeploymentID, s.RootSessionID, s.Agent, s.Template, s.ComputerID, s.ParentSessionID,
 		s.RequesterSessionID, s.Key, s.Status, s.CloseAfterIdle, s.HibernateAfterIdle, s.MaxTurnDuration,
-		nullMicros(s.IdleSince), s.InitialTurnID, micros(s.CreatedAt), s.SlackChannelID)
+		nullMicros(s.IdleSince), s.InitialTurnID, micros(s.CreatedAt), s.SlackChannelID, nullMicros(s.IdleCloseAt))
 }
 
 func (t *tx) querySessions(ctx context.Context, q string, args ...any) ([]store.Session, error) {
@@ -223,13 +224,39 @@ func (t *tx) GetSessionByKey(ctx context.Context, agent, key string) (*store.Ses
 	return &ss[0], nil
 }
 
-func (t *tx) SetSessionIdleSince(ctx context.Context, id string, at *time.Time) error {
-	return t.exec(ctx, `UPDATE sessions SET idle_since = ? WHERE id = ?`, nullMicros(at), id)
+func (t *tx) SetSessionIdleSince(ctx context.Context, id string, since, closeAt *time.Time) error {
+	return t.exec(ctx, `UPDATE sessions SET idle_since = ?, idle_close_at = ? WHERE id = ?`, nullMicros(since), nullMicros(closeAt), id)
 }
 
 func (t *tx) UpdateSession(ctx context.Context, s *store.Session) error {
-	return t.exec(ctx, `UPDATE sessions SET computer_id = ?, status = ?, idle_since = ?, initial_turn_id = ? WHERE id = ?`,
-		s.ComputerID, s.Status, nullMicros(s.IdleSince), s.InitialTurnID, s.ID)
+	return t.exec(ctx, `UPDATE sessions SET computer_id = ?, status = ?, idle_since = ?, initial_turn_id = ?, idle_close_at = ? WHERE id = ?`,
+		s.ComputerID, s.Status, nullMicros(s.IdleSince), s.InitialTurnID, nullMicros(s.IdleCloseAt), s.ID)
+}
+
+func (t *tx) IdleDeadlines(ctx context.Context, before time.Time, after store.IdleDeadline, limit int) ([]store.IdleDeadline, error) {
+	// A zero cursor starts below every deadline.
+	at, id := micros(after.CloseAt), after.SessionID
+	if after.CloseAt.IsZero() {
+		at = math.MinInt64
+	}
+	rows, err := t.q.query(ctx, `SELECT id, idle_close_at FROM sessions INDEXED BY sessions_idle_close
+ WHERE idle_close_at IS NOT NULL AND status = 'open' AND idle_close_at <= ? AND (idle_close_at > ? OR (idle_close_at = ? AND id > ?))
+ ORDER BY idle_close_at, id LIMIT ?`, micros(before), at, at, id, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.IdleDeadline
+	for rows.Next() {
+		var d store.IdleDeadline
+		var m int64
+		if err := rows.Scan(&d.SessionID, &m); err != nil {
+			return nil, err
+		}
+		d.CloseAt = fromMicros(m)
+		out = append(out, d)
+	}
+	return out, rows.Err()
 }
 
 func (t *tx) ListSessions(ctx context.Context, f store.SessionFilter) ([]store.Session, error) {

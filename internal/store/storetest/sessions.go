@@ -28,6 +28,7 @@ func testSessions(t *testing.T, s store.Store) {
 		HibernateAfterIdle: "15m",
 		MaxTurnDuration:    "1h",
 		IdleSince:          ptr(at(7)),
+		IdleCloseAt:        ptr(at(17)),
 		InitialTurnID:      "turn-1",
 		SlackChannelID:     "C0123456789",
 		CreatedAt:          at(6),
@@ -127,6 +128,7 @@ func testUpdateSession(t *testing.T, s store.Store) {
 	changed.ComputerID = "cmp-7"
 	changed.Status = "closing"
 	changed.IdleSince = ptr(at(9))
+	changed.IdleCloseAt = ptr(at(19))
 	changed.InitialTurnID = "turn-1"
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
 		wantOK(t, "UpdateSession", tx.UpdateSession(ctx, &changed))
@@ -150,24 +152,24 @@ func testUpdateSession(t *testing.T, s store.Store) {
 		check(t, "other Session", *other, storedSession(*newSession("ses-2", "a", "")))
 		return nil
 	})
-	// SetSessionIdleSince changes the idle time alone.
+	// SetSessionIdleSince changes the idle time and its deadline alone.
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
-		wantOK(t, "SetSessionIdleSince", tx.SetSessionIdleSince(ctx, ses.ID, ptr(at(11))))
+		wantOK(t, "SetSessionIdleSince", tx.SetSessionIdleSince(ctx, ses.ID, ptr(at(11)), ptr(at(21))))
 		got, err := tx.GetSession(ctx, ses.ID)
 		if err != nil {
 			t.Fatalf("GetSession: %v", err)
 		}
 		want := changed
-		want.IdleSince = ptr(at(11))
+		want.IdleSince, want.IdleCloseAt = ptr(at(11)), ptr(at(21))
 		check(t, "Session after SetSessionIdleSince", *got, storedSession(want))
-		wantOK(t, "SetSessionIdleSince(nil)", tx.SetSessionIdleSince(ctx, ses.ID, nil))
-		if got, _ := tx.GetSession(ctx, ses.ID); got.IdleSince != nil {
-			t.Errorf("IdleSince after clearing: %v", got.IdleSince)
+		wantOK(t, "SetSessionIdleSince(nil)", tx.SetSessionIdleSince(ctx, ses.ID, nil, nil))
+		if got, _ := tx.GetSession(ctx, ses.ID); got.IdleSince != nil || got.IdleCloseAt != nil {
+			t.Errorf("IdleSince, IdleCloseAt after clearing: %v, %v", got.IdleSince, got.IdleCloseAt)
 		}
 		return nil
 	})
 	// IdleSince goes back to nil.
-	changed.IdleSince = nil
+	changed.IdleSince, changed.IdleCloseAt = nil, nil
 	changed.Status = "closed"
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
 		wantOK(t, "UpdateSession(clear idle)", tx.UpdateSession(ctx, &changed))
@@ -356,4 +358,77 @@ func testConcurrentIdempotency(t *testing.T, s store.Store) {
 	if inserted != 1 || found != 3 {
 		t.Errorf("%d Updates recorded the key and %d found it; want 1 and 3", inserted, found)
 	}
+}
+
+// IdleDeadlines lists the open Sessions whose idle close is due by a
+// moment, in order of that moment then ID, in pages; busy, closing and
+// never-closing Sessions are not listed, and a change of the deadline or
+// the status is seen at once.
+func testIdleDeadlines(t *testing.T, s store.Store) {
+	type row struct {
+		id, status string
+		closeAt    *time.Time
+	}
+	rows := []row{
+		{"ses-1", "open", ptr(at(5))},
+		{"ses-2", "open", ptr(at(3))},
+		{"ses-3", "open", ptr(at(5))},
+		{"ses-4", "open", nil}, // busy, or never closes
+		{"ses-5", "closing", ptr(at(1))},
+		{"ses-6", "closed", ptr(at(1))},
+		{"ses-7", "open", ptr(at(9))},
+	}
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, r := range rows {
+			ses := newSession(r.id, "a", "")
+			ses.Status, ses.IdleCloseAt = r.status, r.closeAt
+			if r.closeAt != nil {
+				ses.IdleSince = ptr(at(0))
+			}
+			wantOK(t, "InsertSession", tx.InsertSession(ctx, ses))
+		}
+		return nil
+	})
+	list := func(before time.Time, limit int) []store.IdleDeadline {
+		var all []store.IdleDeadline
+		view(t, s, func(ctx context.Context, tx store.Tx) error {
+			for after := (store.IdleDeadline{}); ; {
+				page, err := tx.IdleDeadlines(ctx, before, after, limit)
+				if err != nil {
+					t.Fatalf("IdleDeadlines: %v", err)
+				}
+				all = append(all, page...)
+				if len(page) < limit {
+					return nil
+				}
+				after = page[len(page)-1]
+			}
+		})
+		return all
+	}
+	d := func(id string, n int) store.IdleDeadline {
+		return store.IdleDeadline{SessionID: id, CloseAt: stored(at(n))}
+	}
+	want := []store.IdleDeadline{d("ses-2", 3), d("ses-1", 5), d("ses-3", 5)}
+	for _, limit := range []int{1, 2, 100} {
+		check(t, fmt.Sprintf("IdleDeadlines(by 6, limit %d)", limit), list(at(6), limit), want)
+	}
+	check(t, "IdleDeadlines(by 5)", list(at(5), 100), want)
+	check(t, "IdleDeadlines(by 4)", list(at(4), 100), want[:1])
+	if got := list(at(2), 100); len(got) != 0 {
+		t.Errorf("IdleDeadlines(by 2) = %v, want none", got)
+	}
+	// Work clears ses-2's deadline, a close takes ses-1 out, a new idle
+	// period moves ses-3's.
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		wantOK(t, "SetSessionIdleSince(nil)", tx.SetSessionIdleSince(ctx, "ses-2", nil, nil))
+		wantOK(t, "SetSessionIdleSince", tx.SetSessionIdleSince(ctx, "ses-3", ptr(at(2)), ptr(at(8))))
+		ses, err := tx.GetSession(ctx, "ses-1")
+		if err != nil {
+			t.Fatalf("GetSession: %v", err)
+		}
+		ses.Status = "closing"
+		return tx.UpdateSession(ctx, ses)
+	})
+	check(t, "IdleDeadlines after changes", list(at(9), 100), []store.IdleDeadline{d("ses-3", 8), d("ses-7", 9)})
 }

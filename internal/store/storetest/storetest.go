@@ -39,6 +39,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SessionKeys", testSessionKeys},
 		{"UpdateSession", testUpdateSession},
 		{"ListSessions", testListSessions},
+		{"IdleDeadlines", testIdleDeadlines},
 		{"Turns", testTurns},
 		{"UpdateTurn", testUpdateTurn},
 		{"ListTurns", testListTurns},
@@ -58,6 +59,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Waits", testWaits},
 		{"OpenWaits", testOpenWaits},
 		{"Holds", testHolds},
+		{"ActiveHoldsOfKind", testActiveHoldsOfKind},
 		{"Counts", testCounts},
 		{"Schedules", testSchedules},
 		{"Slack", testSlack},
@@ -244,7 +246,7 @@ func newTurn(sessionID, id string, seq int64, status string) *store.Turn {
 
 func storedSession(s store.Session) store.Session {
 	s.CreatedAt = stored(s.CreatedAt)
-	s.IdleSince = storedPtr(s.IdleSince)
+	s.IdleSince, s.IdleCloseAt = storedPtr(s.IdleSince), storedPtr(s.IdleCloseAt)
 	return s
 }
 

@@ -82,7 +82,7 @@ func writeEverything(ctx context.Context, tx store.Tx) []error {
 	add(tx.UpdateCommand(ctx, &store.Command{ID: "cmd-1", ComputerID: "cmp-1", Argv: []string{"true"}, Status: "running",
 		CreatedAt: at(1), StartedAt: ptr(at(9))}))
 	add(tx.AppendCommandLog(ctx, &store.CommandLog{CommandID: "cmd-1", Sequence: 2, Stream: "stdout", Data: []byte("y"), At: at(9)}))
-	add(tx.SetSessionIdleSince(ctx, "ses-1", ptr(at(9))))
+	add(tx.SetSessionIdleSince(ctx, "ses-1", ptr(at(9)), ptr(at(19))))
 	hold := &store.Hold{ID: "hold-9", SessionID: "ses-1", Kind: "interrupt", CanRelease: true, CreatedAt: at(9)}
 	add(tx.InsertHold(ctx, hold))
 	hold.ReleasedAt = ptr(at(9))
@@ -109,7 +109,7 @@ func writeEverything(ctx context.Context, tx store.Tx) []error {
 func checkFixtureOnly(t *testing.T, s store.Store) {
 	t.Helper()
 	view(t, s, func(ctx context.Context, tx store.Tx) error {
-		if ses, err := tx.GetSession(ctx, "ses-1"); err != nil || ses.IdleSince != nil {
+		if ses, err := tx.GetSession(ctx, "ses-1"); err != nil || ses.IdleSince != nil || ses.IdleCloseAt != nil {
 			t.Errorf("GetSession(ses-1) = %+v, %v; want no idle time", ses, err)
 		}
 		_, err := tx.GetHold(ctx, "hold-9")

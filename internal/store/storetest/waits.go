@@ -646,3 +646,41 @@ func testHolds(t *testing.T, s store.Store) {
 		return nil
 	})
 }
+
+// ActiveHoldsOfKind returns the unreleased holds of one kind on every
+// Session, oldest first; a released one is gone at once.
+func testActiveHoldsOfKind(t *testing.T, s store.Store) {
+	hs := []*store.Hold{
+		{ID: "hold-1", SessionID: "ses-2", Kind: "storage_pressure", Reason: "disk", CreatedAt: at(71)},
+		{ID: "hold-2", SessionID: "ses-1", Kind: "storage_pressure", Reason: "disk", CreatedAt: at(70)},
+		{ID: "hold-3", SessionID: "ses-1", Kind: "interrupt", CanRelease: true, CreatedAt: at(69)},
+		{ID: "hold-4", SessionID: "ses-3", Kind: "storage_pressure", CreatedAt: at(60), ReleasedAt: ptr(at(61))},
+	}
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, h := range hs {
+			wantOK(t, "InsertHold("+h.ID+")", tx.InsertHold(ctx, h))
+		}
+		return nil
+	})
+	list := func(kind string) []store.Hold {
+		var out []store.Hold
+		view(t, s, func(ctx context.Context, tx store.Tx) error {
+			var err error
+			if out, err = tx.ActiveHoldsOfKind(ctx, kind); err != nil {
+				t.Fatalf("ActiveHoldsOfKind(%s): %v", kind, err)
+			}
+			return nil
+		})
+		return out
+	}
+	check(t, "ActiveHoldsOfKind(storage_pressure)", list("storage_pressure"), []store.Hold{storedHold(*hs[1]), storedHold(*hs[0])})
+	check(t, "ActiveHoldsOfKind(interrupt)", list("interrupt"), []store.Hold{storedHold(*hs[2])})
+	if got := list("process_failed"); len(got) != 0 {
+		t.Errorf("ActiveHoldsOfKind(process_failed) = %v, want none", got)
+	}
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		hs[1].ReleasedAt = ptr(at(72))
+		return tx.UpdateHold(ctx, hs[1])
+	})
+	check(t, "ActiveHoldsOfKind after a release", list("storage_pressure"), []store.Hold{storedHold(*hs[0])})
+}
