@@ -7,9 +7,11 @@ setup:
 
 # The whole suite: what the tests need (system packages where root can
 # install them, .ci/setup; the npm dependencies from their lockfiles and
-# the SDK build), the Go tests (which run the TypeScript agents too), the
-# TypeScript SDK's tests.
-test: setup test-go test-ts
+# the SDK build), then the Go tests (which run the TypeScript agents too)
+# and the TypeScript SDK's tests side by side (the end-to-end Go tests run
+# one at a time and leave a core mostly idle); each output line stays whole.
+test: setup
+	$(MAKE) --no-print-directory -j2 -Oline test-go test-ts
 
 npm-deps:
 	bash .ci/npm-deps

@@ -434,9 +434,11 @@ func TestSlackRestartMidProjection(t *testing.T) {
 	tt := sp.turns(s.ID)
 	sp.wait(s.ID, tt[0].ID)
 
-	// The next Turn's posts fail (5xx, backing off) while the control
-	// plane stops: the projector is mid-flush.
-	fake.FailNext("chat.postMessage", slackfake.Failure{Status: 500}, slackfake.Failure{Status: 500}, slackfake.Failure{Status: 500})
+	// The next Turn's post is made but its answer lost (a 5xx after the
+	// post), and the retries fail (5xx, backing off) while the control
+	// plane stops: the projector is mid-flush, with a post in the thread
+	// whose ts it never stored.
+	fake.FailNext("chat.postMessage", slackfake.Failure{Status: 500, Applied: true}, slackfake.Failure{Status: 500}, slackfake.Failure{Status: 500})
 	before := fake.Calls("chat.postMessage")
 	sp.say(thread, "U0ADA", "second")
 	deadline := time.Now().Add(30 * time.Second)
@@ -447,6 +449,8 @@ func TestSlackRestartMidProjection(t *testing.T) {
 
 	sp = startSlackPlane(t, fake, dir, helmrtype.SlackModeSocket, false)
 	sp.waitPost(thread, "echo: second")
+	// A post whose answer is lost within one run is found, not made again.
+	fake.FailNext("chat.postMessage", slackfake.Failure{Status: 502, Applied: true})
 	sp.say(thread, "U0ADA", "third")
 	sp.waitPost(thread, "echo: third")
 	tt = sp.turns(s.ID)

@@ -65,7 +65,7 @@ func TestSignalDuringRecovery(t *testing.T) {
 	}
 	data := t.TempDir()
 	t0 := time.Now()
-	seedLargeStore(t, data, 50000, 5000)
+	seedLargeStore(t, data, 20000, 2000)
 	t.Logf("seeded in %v", time.Since(t0).Round(time.Millisecond))
 	args := serverFlags([]string{"server", "--log-level", "info", "--api-key-file", data + ".key", "--addr", freeAddr(t), "--data-dir", data})
 	cmd := exec.Command(helmrBinary(t), args...)

@@ -43,7 +43,23 @@ type projection struct {
 	order []string
 	// closed is set once the Session's session.closed is projected.
 	closed bool
+	// botUserID is the app's bot user, whose posts are ours.
+	botUserID string
+	// lookup: before a new post, look in the thread for one an earlier run
+	// made but did not record (it stopped between Slack's answer and the
+	// store), by the post key in the message's metadata; remote caches
+	// what the thread has (nil: not read yet).
+	lookup bool
+	remote map[string]remotePost
 }
+
+// remotePost is a post of ours found in the thread.
+type remotePost struct{ ts, text string }
+
+// postEventType is the metadata event type of the projector's thread
+// posts; its payload names the Session and the post key, so that a post
+// made but not recorded is found again instead of posted twice.
+const postEventType = "helmr_post"
 
 func (p *projection) get(key, turnID string) *post {
 	if q, ok := p.posts[key]; ok {
@@ -218,7 +234,9 @@ func (b *Bridge) project(ctx context.Context, app store.SlackApp, th store.Slack
 		return
 	}
 	api := b.client(c.BotToken)
-	p := &projection{th: th, posts: map[string]*post{}}
+	// A thread that exists may hold a post an earlier run made and did
+	// not record.
+	p := &projection{th: th, posts: map[string]*post{}, botUserID: app.BotUserID, lookup: th.ThreadTS != ""}
 	log := b.log.With("session_id", th.SessionID)
 	// Fold in what was projected before.
 	var after int64
@@ -366,6 +384,18 @@ func (b *Bridge) flush(ctx context.Context, api *slack.Client, p *projection) er
 			}
 			q.known = true
 		}
+		if q.ts == "" && p.lookup {
+			r, err := b.findPost(ctx, api, p, key, false)
+			if err != nil {
+				return err
+			}
+			if r.ts != "" {
+				q.ts, q.shown = r.ts, r.text
+				if err := b.eng.PutSlackPost(ctx, &store.SlackPost{SessionID: p.th.SessionID, Key: key, TS: q.ts, Text: q.shown}); err != nil {
+					return err
+				}
+			}
+		}
 		if q.text == q.shown || (q.once && q.ts != "") {
 			q.dirty = false
 			continue
@@ -388,10 +418,26 @@ func (b *Bridge) flush(ctx context.Context, api *slack.Client, p *projection) er
 			opts = append(opts, slack.MsgOptionBlocks()) // the edit drops earlier buttons
 		}
 		var ts string
+		tried := false
 		err := b.call(ctx, func() error {
 			var err error
 			if q.ts == "" {
-				_, ts, err = api.PostMessageContext(ctx, p.th.ChannelID, append(opts, slack.MsgOptionTS(p.th.ThreadTS))...)
+				// A try that failed may have posted all the same (its
+				// answer lost): look before posting again.
+				if tried {
+					r, err := b.findPost(ctx, api, p, key, true)
+					if err != nil {
+						return err
+					}
+					if r.ts != "" {
+						ts = r.ts
+						return nil
+					}
+				}
+				tried = true
+				_, ts, err = api.PostMessageContext(ctx, p.th.ChannelID, append(opts, slack.MsgOptionTS(p.th.ThreadTS),
+					slack.MsgOptionMetadata(slack.SlackMetadata{EventType: postEventType,
+						EventPayload: map[string]any{"session_id": p.th.SessionID, "post": key}}))...)
 			} else {
 				_, ts, _, err = api.UpdateMessageContext(ctx, p.th.ChannelID, q.ts, opts...)
 			}
@@ -418,4 +464,52 @@ func (b *Bridge) flush(ctx context.Context, api *slack.Client, p *projection) er
 		q.shown, q.dirty, q.lastEdit = q.text, false, time.Now()
 	}
 	return nil
+}
+
+// findPost looks in the thread for our post key (reading the thread again
+// when fresh, else once per projector run). A thread that cannot be read
+// (a missing history scope, say) turns the lookup off: posting goes on.
+func (b *Bridge) findPost(ctx context.Context, api *slack.Client, p *projection, key string, fresh bool) (remotePost, error) {
+	if p.remote == nil || fresh {
+		remote := map[string]remotePost{}
+		params := &slack.GetConversationRepliesParameters{ChannelID: p.th.ChannelID, Timestamp: p.th.ThreadTS, Limit: 200, IncludeAllMetadata: true}
+		for {
+			var msgs []slack.Message
+			var more bool
+			var next string
+			err := b.call(ctx, func() error {
+				var err error
+				msgs, more, next, err = api.GetConversationRepliesContext(ctx, params)
+				return err
+			})
+			var pe *permanentError
+			if errors.As(err, &pe) {
+				b.log.Warn("slack projector: the thread cannot be read, so a post made but not recorded before a stop may show twice",
+					"session_id", p.th.SessionID, "error", pe.Code)
+				p.lookup, p.remote = false, map[string]remotePost{}
+				return remotePost{}, nil
+			}
+			if err != nil {
+				return remotePost{}, err
+			}
+			for _, m := range msgs {
+				md := m.Metadata
+				if md.EventType != postEventType || (p.botUserID != "" && m.User != p.botUserID) {
+					continue
+				}
+				if sid, _ := md.EventPayload["session_id"].(string); sid != p.th.SessionID {
+					continue
+				}
+				if k, _ := md.EventPayload["post"].(string); k != "" {
+					remote[k] = remotePost{ts: m.Timestamp, text: m.Text}
+				}
+			}
+			if !more || next == "" {
+				break
+			}
+			params.Cursor = next
+		}
+		p.remote = remote
+	}
+	return p.remote[key], nil
 }

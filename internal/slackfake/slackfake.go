@@ -124,6 +124,10 @@ type Message struct {
 	Ephemeral                         bool
 	EphemeralUser                     string
 	Deleted                           bool // removed by chat.delete or a response_url delete_original
+	// Metadata is the message metadata the post carried ({"event_type",
+	// "event_payload"}), which conversations.replies and .history list
+	// with include_all_metadata.
+	Metadata json.RawMessage
 }
 
 // Failure is one injected Web API failure.
@@ -131,6 +135,10 @@ type Failure struct {
 	Status     int           // 429 or 5xx; 0 means 200 with ok:false
 	RetryAfter time.Duration // Retry-After header for 429, rounded up to whole seconds
 	Error      string        // Slack error code, e.g. "channel_not_found", "not_in_channel", "ratelimited"
+	// Applied makes the call take effect before it answers the failure:
+	// a response lost on the way back (a post made whose ts the app never
+	// learns).
+	Applied bool
 }
 
 // Start starts an in-process fake Slack (httptest) and closes it with
@@ -465,6 +473,7 @@ func formatTS(micros int64) string {
 
 func (m Message) clone() Message {
 	m.Blocks = slices.Clone(m.Blocks)
+	m.Metadata = slices.Clone(m.Metadata)
 	m.Edits = slices.Clone(m.Edits)
 	return m
 }

@@ -1183,3 +1183,43 @@ func TestRetryDelays(t *testing.T) {
 		t.Fatalf("deliveries %+v, app saw %d", ds, len(evs))
 	}
 }
+
+// TestLostAnswerAndMetadata: an Applied failure posts and answers the
+// failure; the post's metadata is listed by conversations.replies only
+// with include_all_metadata; bad metadata is refused.
+func TestLostAnswerAndMetadata(t *testing.T) {
+	f, api := setup(t)
+	ctx := ctxT(t)
+	_, parent, err := api.PostMessageContext(ctx, "C1", slack.MsgOptionText("thread", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := slack.SlackMetadata{EventType: "helmr_post", EventPayload: map[string]any{"post": "k1"}}
+	f.FailNext("chat.postMessage", slackfake.Failure{Status: 500, Applied: true})
+	_, _, err = api.PostMessageContext(ctx, "C1", slack.MsgOptionText("reply", false), slack.MsgOptionTS(parent), slack.MsgOptionMetadata(md))
+	var sc slack.StatusCodeError
+	if !errors.As(err, &sc) || sc.Code != 500 {
+		t.Fatalf("applied 500: %v", err)
+	}
+	ms := f.Messages("C1")
+	if len(ms) != 2 || ms[1].Text != "reply" || ms[1].ThreadTS != parent || !strings.Contains(string(ms[1].Metadata), "k1") {
+		t.Fatalf("messages after the lost answer: %+v", ms)
+	}
+	for _, all := range []bool{false, true} {
+		msgs, _, _, err := api.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{ChannelID: "C1", Timestamp: parent, IncludeAllMetadata: all})
+		if err != nil || len(msgs) != 2 {
+			t.Fatalf("replies: %v %+v", err, msgs)
+		}
+		got := msgs[1].Metadata
+		if all && (got.EventType != "helmr_post" || got.EventPayload["post"] != "k1") {
+			t.Fatalf("include_all_metadata: metadata %+v", got)
+		}
+		if !all && got.EventType != "" {
+			t.Fatalf("without include_all_metadata: metadata %+v", got)
+		}
+	}
+	bad := slack.SlackMetadata{EventType: "", EventPayload: map[string]any{"a": 1}}
+	if _, _, err := api.PostMessageContext(ctx, "C1", slack.MsgOptionText("x", false), slack.MsgOptionMetadata(bad)); slackCode(err) != "invalid_metadata_format" {
+		t.Fatalf("bad metadata: %v", err)
+	}
+}

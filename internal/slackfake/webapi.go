@@ -42,7 +42,7 @@ func (f *Fake) serveAPI(w http.ResponseWriter, r *http.Request) {
 		fail = &Failure{Status: http.StatusTooManyRequests, RetryAfter: max(wait, time.Second), Error: "ratelimited"}
 	}
 	f.mu.Unlock()
-	if fail != nil {
+	if fail != nil && !fail.Applied {
 		writeFailure(w, *fail)
 		return
 	}
@@ -92,7 +92,11 @@ func (f *Fake) serveAPI(w http.ResponseWriter, r *http.Request) {
 	default:
 		aerr = &apiError{code: "unknown_method"}
 	}
-	if aerr != nil {
+	switch {
+	case fail != nil: // applied, and its answer lost
+		writeFailure(w, *fail)
+		return
+	case aerr != nil:
 		writeError(w, *aerr)
 		return
 	}
@@ -158,6 +162,16 @@ func (f *Fake) postMessage(p params, ephemeral bool) (map[string]any, *apiError)
 		return nil, &apiError{code: code}
 	}
 	m := Message{Channel: channel, ThreadTS: p["thread_ts"], Text: p["text"], User: botUserID, Blocks: blocks, Ephemeral: ephemeral}
+	if raw := p["metadata"]; raw != "" {
+		var md struct {
+			EventType    string         `json:"event_type"`
+			EventPayload map[string]any `json:"event_payload"`
+		}
+		if json.Unmarshal([]byte(raw), &md) != nil || md.EventType == "" || md.EventPayload == nil || ephemeral {
+			return nil, &apiError{code: "invalid_metadata_format"}
+		}
+		m.Metadata = json.RawMessage(raw)
+	}
 	if ephemeral {
 		if _, ok := f.users[p["user"]]; !ok || p["user"] == "" {
 			return nil, &apiError{code: "user_not_in_channel"}
@@ -289,7 +303,7 @@ func (f *Fake) replies(p params) (map[string]any, *apiError) {
 		if q.msg.Deleted || q.msg.Ephemeral || (q.msg.TS != root && q.msg.ThreadTS != root) {
 			continue
 		}
-		msgs = append(msgs, f.postJSONLocked(q))
+		msgs = append(msgs, f.listedJSONLocked(q, p))
 	}
 	return map[string]any{"messages": msgs, "has_more": false, "response_metadata": map[string]any{"next_cursor": ""}}, nil
 }
@@ -310,10 +324,20 @@ func (f *Fake) history(p params) (map[string]any, *apiError) {
 		if q.msg.Deleted || q.msg.Ephemeral || (q.msg.ThreadTS != "" && q.msg.ThreadTS != q.msg.TS) {
 			continue
 		}
-		msgs = append(msgs, f.postJSONLocked(q))
+		msgs = append(msgs, f.listedJSONLocked(q, p))
 	}
 	return map[string]any{"messages": msgs, "has_more": false, "pin_count": 0,
 		"response_metadata": map[string]any{"next_cursor": ""}}, nil
+}
+
+// listedJSONLocked is a message as conversations.replies and .history
+// list it: with its metadata when the call asks for include_all_metadata.
+func (f *Fake) listedJSONLocked(q *post, p params) map[string]any {
+	out := f.postJSONLocked(q)
+	if len(q.msg.Metadata) > 0 && (p["include_all_metadata"] == "1" || p["include_all_metadata"] == "true") {
+		out["metadata"] = q.msg.Metadata
+	}
+	return out
 }
 
 // postJSONLocked is a message as conversations.* show it, with the
