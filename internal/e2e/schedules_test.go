@@ -288,7 +288,14 @@ func TestCronTwoNodesAdmitEachFireOnce(t *testing.T) {
 		}
 		return m
 	}
-	waitFor(t, "four fires", func() bool { return len(fired(0))+len(fired(1)) >= 4 })
+	unique := func() int {
+		all := fired(0)
+		for o, s := range fired(1) {
+			all[o] = s
+		}
+		return len(all)
+	}
+	waitFor(t, "four occurrences fired", func() bool { return unique() >= 4 })
 	// The node that fired stops; the other fires the next occurrences.
 	firer := 0
 	if len(fired(1)) > len(fired(0)) {
@@ -320,7 +327,9 @@ func TestCronTwoNodesAdmitEachFireOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d occurrences fired, %d sessions, %d logged", occurrences, sessions, len(logged))
-	if sessions != occurrences || sessions != len(logged) || sessions < 4 {
+	// (A node killed between a fire's commit and its log line logged one
+	// less: the store's counts are the check.)
+	if sessions != occurrences || sessions < len(logged) || sessions < 5 {
 		t.Fatalf("%d sessions for %d occurrences (%d logged)", sessions, occurrences, len(logged))
 	}
 }
