@@ -317,12 +317,8 @@ func (b *Bridge) project(ctx context.Context, app store.SlackApp, th store.Slack
 		stop()
 		// Let streaming output gather: at most one edit a post per
 		// EditInterval.
-		t := time.NewTimer(b.opts.EditInterval)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if sleep(ctx, b.opts.EditInterval) != nil {
 			return
-		case <-t.C:
 		}
 	}
 }
@@ -401,14 +397,8 @@ func (b *Bridge) flush(ctx context.Context, api *slack.Client, p *projection) er
 			continue
 		}
 		if q.ts != "" {
-			if wait := b.opts.EditInterval - time.Since(q.lastEdit); wait > 0 {
-				t := time.NewTimer(wait)
-				select {
-				case <-ctx.Done():
-					t.Stop()
-					return ctx.Err()
-				case <-t.C:
-				}
+			if err := sleep(ctx, b.opts.EditInterval-time.Since(q.lastEdit)); err != nil {
+				return err
 			}
 		}
 		opts := []slack.MsgOption{slack.MsgOptionText(q.text, false)}
