@@ -26,8 +26,12 @@ func scanHold(sc interface{ Scan(...any) error }) (*store.Hold, error) {
 }
 
 func (t *tx) InsertHold(ctx context.Context, h *store.Hold) error {
-	return t.exec(ctx, `INSERT INTO holds(`+holdCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	err := t.exec(ctx, `INSERT INTO holds(`+holdCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		h.ID, h.SessionID, h.Kind, boolInt(h.CanRelease), h.Reason, micros(h.CreatedAt), nullMicros(h.ReleasedAt), nullMicros(h.RecoveredAt), h.IssuerSessionID)
+	if err == nil {
+		t.cache.heldSession(h.SessionID)
+	}
+	return err
 }
 
 func (t *tx) GetHold(ctx context.Context, id string) (*store.Hold, error) {
@@ -35,6 +39,9 @@ func (t *tx) GetHold(ctx context.Context, id string) (*store.Hold, error) {
 }
 
 func (t *tx) UpdateHold(ctx context.Context, h *store.Hold) error {
+	// Which Session the row is of is not read here: every Session is
+	// forgotten (releases are rare).
+	t.cache.heldSession("")
 	return t.updateRow(ctx, `UPDATE holds SET released_at = ?, recovered_at = ? WHERE id = ?`,
 		nullMicros(h.ReleasedAt), nullMicros(h.RecoveredAt), h.ID)
 }
@@ -43,13 +50,20 @@ func (t *tx) ActiveHolds(ctx context.Context, sessionIDs []string) ([]store.Hold
 	if len(sessionIDs) == 0 {
 		return nil, nil
 	}
+	if t.cache.holdsFree(sessionIDs) {
+		return nil, nil
+	}
 	args := make([]any, len(sessionIDs))
 	for i, id := range sessionIDs {
 		args[i] = id
 	}
 	marks := strings.TrimSuffix(strings.Repeat("?, ", len(args)), ", ")
-	return queryAll(ctx, t, scanHold, `SELECT `+holdCols+` FROM holds INDEXED BY holds_active
+	hs, err := queryAll(ctx, t, scanHold, `SELECT `+holdCols+` FROM holds INDEXED BY holds_active
  WHERE session_id IN (`+marks+`) AND released_at IS NULL ORDER BY created_at, id`, args...)
+	if err == nil {
+		t.cache.readHolds(sessionIDs, hs)
+	}
+	return hs, err
 }
 
 func (t *tx) HoldsToRecover(ctx context.Context, sessionID string) ([]store.Hold, error) {

@@ -46,7 +46,7 @@ type Store struct {
 	closeOnce sync.Once
 	wstmts    *stmtCache
 	rstmts    *stmtCache
-	seqs      *seqCache // writer goroutine only
+	cache     *writeCache // writer goroutine only
 }
 
 type updateReq struct {
@@ -102,7 +102,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
-	s := &Store{log: opts.Logger, writer: w, wconn: wconn, reqs: make(chan *updateReq, maxBatch), done: make(chan struct{}), seqs: newSeqCache()}
+	s := &Store{log: opts.Logger, writer: w, wconn: wconn, reqs: make(chan *updateReq, maxBatch), done: make(chan struct{}), cache: newWriteCache()}
 	s.wstmts = &stmtCache{prep: func(q string) (*sql.Stmt, error) { return wconn.PrepareContext(context.Background(), q) }}
 	if err := s.migrate(ctx); err != nil {
 		s.closeDBs()
@@ -259,17 +259,18 @@ func (s *Store) commitBatch(batch []*updateReq) {
 		return
 	}
 	newTx := func(r *updateReq) *tx {
-		return &tx{ctx: r.ctx, q: writeQ{c: s.wconn, cache: s.wstmts}, seqs: s.seqs}
+		return &tx{ctx: r.ctx, q: writeQ{c: s.wconn, cache: s.wstmts}, cache: s.cache}
 	}
 	if len(batch) == 1 {
 		// Alone in its transaction, an Update needs no savepoint.
 		r := batch[0]
+		s.cache.beginUpdate()
 		err := r.ctx.Err()
 		if err == nil {
 			err = runFn(r.fn, newTx(r))
 		}
 		if err != nil {
-			s.seqs.endBatch(false)
+			s.cache.endBatch(false)
 			if rerr := s.ctl("ROLLBACK"); rerr != nil {
 				s.log.Error("rollback", "err", rerr)
 			}
@@ -277,13 +278,13 @@ func (s *Store) commitBatch(batch []*updateReq) {
 			return
 		}
 		if err := s.ctl("COMMIT"); err != nil {
-			s.seqs.endBatch(false)
+			s.cache.endBatch(false)
 			s.ctl("ROLLBACK")
 			fail(fmt.Errorf("sqlitestore: commit: %w", err))
 			return
 		}
-		s.seqs.endUpdate(true)
-		s.seqs.endBatch(true)
+		s.cache.endUpdate(true)
+		s.cache.endBatch(true)
 		r.err <- nil
 		return
 	}
@@ -297,8 +298,9 @@ func (s *Store) commitBatch(batch []*updateReq) {
 			results[i] = err
 			continue
 		}
+		s.cache.beginUpdate()
 		err := runFn(r.fn, newTx(r))
-		s.seqs.endUpdate(err == nil)
+		s.cache.endUpdate(err == nil)
 		if err != nil {
 			if rerr := s.ctl("ROLLBACK TO u"); rerr != nil {
 				s.abortBatch(batch, rerr)
@@ -312,12 +314,12 @@ func (s *Store) commitBatch(batch []*updateReq) {
 		results[i] = err
 	}
 	if err := s.ctl("COMMIT"); err != nil {
-		s.seqs.endBatch(false)
+		s.cache.endBatch(false)
 		s.ctl("ROLLBACK")
 		fail(fmt.Errorf("sqlitestore: commit: %w", err))
 		return
 	}
-	s.seqs.endBatch(true)
+	s.cache.endBatch(true)
 	for i, r := range batch {
 		r.err <- results[i]
 	}
@@ -328,7 +330,7 @@ func (s *Store) commitBatch(batch []*updateReq) {
 // full, interrupt), and then a savepoint is gone. Every Update of the batch
 // fails; none of their writes are kept, and none ran outside the transaction.
 func (s *Store) abortBatch(batch []*updateReq, cause error) {
-	s.seqs.endBatch(false)
+	s.cache.endBatch(false)
 	ctx := context.Background()
 	s.log.Error("group commit transaction lost", "err", cause)
 	s.wconn.ExecContext(ctx, "ROLLBACK") // fails when SQLite already rolled back

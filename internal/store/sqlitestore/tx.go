@@ -22,9 +22,9 @@ type tx struct {
 	ctx      context.Context
 	readOnly bool
 	q        querier
-	// seqs caches Sessions' last event sequences in write transactions;
-	// nil in reads.
-	seqs *seqCache
+	// cache is the writer's cache of rows (writecache.go) in write
+	// transactions; nil in reads.
+	cache *writeCache
 }
 
 func micros(t time.Time) int64 { return t.UnixMicro() }
@@ -179,10 +179,14 @@ func scanSession(sc interface{ Scan(...any) error }) (*store.Session, error) {
 }
 
 func (t *tx) InsertSession(ctx context.Context, s *store.Session) error {
-	return t.exec(ctx, `INSERT INTO sessions(`+sessionCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	err := t.exec(ctx, `INSERT INTO sessions(`+sessionCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		s.ID, s.DeploymentID, s.RootSessionID, s.Agent, s.Template, s.ComputerID, s.ParentSessionID,
 		s.RequesterSessionID, s.Key, s.Status, s.CloseAfterIdle, s.HibernateAfterIdle, s.MaxTurnDuration,
 		nullMicros(s.IdleSince), s.InitialTurnID, micros(s.CreatedAt), s.SlackChannelID, nullMicros(s.IdleCloseAt))
+	if err == nil {
+		t.cache.insertedSession(s)
+	}
+	return err
 }
 
 func (t *tx) querySessions(ctx context.Context, q string, args ...any) ([]store.Session, error) {
@@ -203,6 +207,9 @@ func (t *tx) querySessions(ctx context.Context, q string, args ...any) ([]store.
 }
 
 func (t *tx) GetSession(ctx context.Context, id string) (*store.Session, error) {
+	if s, ok := t.cache.session(id); ok {
+		return s, nil
+	}
 	ss, err := t.querySessions(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = ?`, id)
 	if err != nil {
 		return nil, err
@@ -210,6 +217,7 @@ func (t *tx) GetSession(ctx context.Context, id string) (*store.Session, error) 
 	if len(ss) == 0 {
 		return nil, store.ErrNotFound
 	}
+	t.cache.readSession(&ss[0])
 	return &ss[0], nil
 }
 
@@ -225,12 +233,22 @@ func (t *tx) GetSessionByKey(ctx context.Context, agent, key string) (*store.Ses
 }
 
 func (t *tx) SetSessionIdleSince(ctx context.Context, id string, since, closeAt *time.Time) error {
-	return t.exec(ctx, `UPDATE sessions SET idle_since = ?, idle_close_at = ? WHERE id = ?`, nullMicros(since), nullMicros(closeAt), id)
+	err := t.exec(ctx, `UPDATE sessions SET idle_since = ?, idle_close_at = ? WHERE id = ?`, nullMicros(since), nullMicros(closeAt), id)
+	if err == nil {
+		t.cache.updatedSession(id, func(c *store.Session) { c.IdleSince, c.IdleCloseAt = since, closeAt })
+	}
+	return err
 }
 
 func (t *tx) UpdateSession(ctx context.Context, s *store.Session) error {
-	return t.exec(ctx, `UPDATE sessions SET computer_id = ?, status = ?, idle_since = ?, initial_turn_id = ?, idle_close_at = ? WHERE id = ?`,
+	err := t.exec(ctx, `UPDATE sessions SET computer_id = ?, status = ?, idle_since = ?, initial_turn_id = ?, idle_close_at = ? WHERE id = ?`,
 		s.ComputerID, s.Status, nullMicros(s.IdleSince), s.InitialTurnID, nullMicros(s.IdleCloseAt), s.ID)
+	if err == nil {
+		t.cache.updatedSession(s.ID, func(c *store.Session) {
+			c.ComputerID, c.Status, c.IdleSince, c.InitialTurnID, c.IdleCloseAt = s.ComputerID, s.Status, s.IdleSince, s.InitialTurnID, s.IdleCloseAt
+		})
+	}
+	return err
 }
 
 func (t *tx) IdleDeadlines(ctx context.Context, before time.Time, after store.IdleDeadline, limit int) ([]store.IdleDeadline, error) {
@@ -376,6 +394,7 @@ func (t *tx) InsertTurn(ctx context.Context, tr *store.Turn) error {
 		nullMicros(tr.PayloadExpiredAt), tr.TraceParent)
 	if err == nil {
 		tr.Sequence = seq
+		t.cache.insertedTurn(tr)
 	}
 	return err
 }
@@ -409,11 +428,15 @@ func (t *tx) oneTurn(ctx context.Context, q string, args ...any) (*store.Turn, e
 }
 
 func (t *tx) GetTurn(ctx context.Context, sessionID, turnID string) (*store.Turn, error) {
-	// Look up by the unique id index alone: with session_id in the WHERE
-	// clause SQLite may scan the Session's whole primary-key range.
-	tr, err := t.oneTurn(ctx, `SELECT `+turnCols+` FROM turns WHERE id = ?`, id(turnID))
-	if err != nil {
-		return nil, err
+	tr, ok := t.cache.turn(turnID)
+	if !ok {
+		// Look up by the unique id index alone: with session_id in the
+		// WHERE clause SQLite may scan the Session's whole primary-key range.
+		var err error
+		if tr, err = t.oneTurn(ctx, `SELECT `+turnCols+` FROM turns WHERE id = ?`, id(turnID)); err != nil {
+			return nil, err
+		}
+		t.cache.readTurn(tr)
 	}
 	if tr.SessionID != sessionID {
 		return nil, store.ErrNotFound
@@ -422,10 +445,14 @@ func (t *tx) GetTurn(ctx context.Context, sessionID, turnID string) (*store.Turn
 }
 
 func (t *tx) UpdateTurn(ctx context.Context, tr *store.Turn) error {
-	return t.exec(ctx, `UPDATE turns SET status = ?, started_at = ?, terminal_at = ?, result = ?, response = ?,
+	err := t.exec(ctx, `UPDATE turns SET status = ?, started_at = ?, terminal_at = ?, result = ?, response = ?,
  response_staged = ?, error_code = ?, error_message = ?, output_bytes = ?, last_op = ?, waited = ?, messaged = ?, interrupt_requested = ? WHERE session_id = ? AND sequence = ?`,
 		tr.Status, nullMicros(tr.StartedAt), nullMicros(tr.TerminalAt), blob(tr.Result), blob(tr.Response),
 		boolInt(tr.ResponseStaged), tr.ErrorCode, tr.ErrorMessage, tr.OutputBytes, tr.LastOp, boolInt(tr.Waited), boolInt(tr.Messaged), boolInt(tr.InterruptRequested), id(tr.SessionID), tr.Sequence)
+	if err == nil {
+		t.cache.updatedTurn(tr)
+	}
+	return err
 }
 
 func (t *tx) ListTurns(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]store.Turn, error) {
@@ -433,8 +460,14 @@ func (t *tx) ListTurns(ctx context.Context, sessionID string, afterSeq int64, li
 }
 
 func (t *tx) MaxTurnSequence(ctx context.Context, sessionID string) (int64, error) {
+	if n, ok := t.cache.seq(false, sessionID); ok {
+		return n, nil
+	}
 	var n int64
 	err := t.one(ctx, `SELECT COALESCE(MAX(sequence), 0) FROM turns WHERE session_id = ?`, []any{id(sessionID)}, &n)
+	if err == nil {
+		t.cache.setSeq(false, sessionID, n)
+	}
 	return n, err
 }
 
@@ -444,8 +477,47 @@ func (t *tx) MaxTurnSequence(ctx context.Context, sessionID string) (int64, erro
 func activeStatus(status string) bool { return status == "queued" || status == "running" }
 
 func (t *tx) ActiveTurn(ctx context.Context, sessionID string) (*store.Turn, error) {
+	if t.cache != nil {
+		if _, _, known := t.cache.activeOf(sessionID); !known {
+			if err := t.learnActive(ctx, sessionID); err != nil {
+				return nil, err
+			}
+		}
+		if turnID, found, known := t.cache.activeOf(sessionID); known {
+			if !found {
+				return nil, store.ErrNotFound
+			}
+			return t.GetTurn(ctx, sessionID, turnID)
+		}
+	}
 	return t.oneTurn(ctx, `SELECT `+turnCols+` FROM turns INDEXED BY turns_active
  WHERE status IN ('queued', 'running') AND session_id = ? ORDER BY status = 'running' DESC, sequence LIMIT 1`, id(sessionID))
+}
+
+// learnActive reads a Session's queued and running Turns into the write
+// cache when they are few (a long queue is not kept).
+func (t *tx) learnActive(ctx context.Context, sessionID string) error {
+	rows, err := t.q.query(ctx, `SELECT id, sequence, status FROM turns INDEXED BY turns_active
+ WHERE status IN ('queued', 'running') AND session_id = ? LIMIT ?`, id(sessionID), maxActiveKnown+1)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var set []activeTurn
+	for rows.Next() {
+		var a activeTurn
+		if err := rows.Scan(idDest{&a.id}, &a.seq, &a.status); err != nil {
+			return err
+		}
+		set = append(set, a)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(set) <= maxActiveKnown {
+		t.cache.knowActive(sessionID, set)
+	}
+	return nil
 }
 
 func (t *tx) TurnsWithStatus(ctx context.Context, status string) ([]store.Turn, error) {
@@ -503,6 +575,7 @@ func (t *tx) ExpireTurnPayloads(ctx context.Context, cutoff, at time.Time, limit
  WHERE session_id = ? AND sequence = ?`, micros(at), id(d.session), d.seq); err != nil {
 			return 0, err
 		}
+		t.cache.forgetTurn(d.id)
 		if err := t.exec(ctx, `UPDATE messages SET content = CAST('[]' AS BLOB) WHERE turn_id = ?`, d.id); err != nil {
 			return 0, err
 		}
@@ -520,7 +593,14 @@ func (t *tx) InsertMessage(ctx context.Context, m *store.Message) error {
 		m.ID, m.SessionID, m.TurnID, []byte(m.Content), []byte(m.Source), m.Status, micros(m.CreatedAt)); err != nil {
 		return err
 	}
-	return t.exec(ctx, `UPDATE turns SET messaged = 1 WHERE id = ? AND messaged = 0`, id(m.TurnID))
+	if err := t.exec(ctx, `UPDATE turns SET messaged = 1 WHERE id = ? AND messaged = 0`, id(m.TurnID)); err != nil {
+		return err
+	}
+	if tr, ok := t.cache.turn(m.TurnID); ok {
+		tr.Messaged = true
+		t.cache.readTurn(tr)
+	}
+	return nil
 }
 
 func (t *tx) queryMessages(ctx context.Context, q string, args ...any) ([]store.Message, error) {
@@ -576,7 +656,7 @@ func (t *tx) AppendEvent(ctx context.Context, e *store.Event) error {
 		id(e.SessionID), e.Sequence, id(e.TurnID), e.Kind, []byte(data), micros(e.CreatedAt)); err != nil {
 		return err
 	}
-	t.seqs.set(e.SessionID, e.Sequence)
+	t.cache.setSeq(true, e.SessionID, e.Sequence)
 	return nil
 }
 
@@ -602,13 +682,13 @@ func (t *tx) ListEvents(ctx context.Context, sessionID string, after int64, limi
 }
 
 func (t *tx) LastEventSequence(ctx context.Context, sessionID string) (int64, error) {
-	if n, ok := t.seqs.get(sessionID); ok {
+	if n, ok := t.cache.seq(true, sessionID); ok {
 		return n, nil
 	}
 	var n int64
 	err := t.one(ctx, `SELECT COALESCE(MAX(sequence), 0) FROM events WHERE session_id = ?`, []any{id(sessionID)}, &n)
 	if err == nil {
-		t.seqs.set(sessionID, n)
+		t.cache.setSeq(true, sessionID, n)
 	}
 	return n, err
 }
