@@ -189,7 +189,7 @@ func (e *Engine) createSession(ctx context.Context, req helmrtype.SessionCreateR
 			}
 			out := &helmrtype.SessionCreateReceipt{}
 			if turn != nil {
-				if err := e.admitTurn(ctx, tx, turn, input, caller, now); err != nil {
+				if err := e.admitTurn(ctx, tx, turn, input, caller, now, false); err != nil {
 					return nil, err
 				}
 				ts := turnState(turn)
@@ -221,8 +221,11 @@ func (e *Engine) createSession(ctx context.Context, req helmrtype.SessionCreateR
 	return receipt, !created, nil
 }
 
-// admitTurn inserts a queued Turn and its turn.queued event.
-func (e *Engine) admitTurn(ctx context.Context, tx store.Tx, t *store.Turn, input json.RawMessage, caller Caller, now time.Time) error {
+// admitTurn inserts a queued Turn and its turn.queued event. With start
+// (the caller checked that it may start: startTurnTx's conditions) the
+// Turn is written running at once, with its turn.running event after
+// turn.queued: one write of the row instead of an insert and an update.
+func (e *Engine) admitTurn(ctx context.Context, tx store.Tx, t *store.Turn, input json.RawMessage, caller Caller, now time.Time, start bool) error {
 	src, err := json.Marshal(caller.Source)
 	if err != nil {
 		return err
@@ -231,12 +234,21 @@ func (e *Engine) admitTurn(ctx context.Context, tx store.Tx, t *store.Turn, inpu
 	if e.tracer.Enabled() {
 		t.TraceParent = obs.TraceParent(ctx)
 	}
+	queued := *t
+	if start {
+		t.Status, t.StartedAt = helmrtype.TurnRunning, &now
+	}
 	if err := tx.InsertTurn(ctx, t); err != nil {
 		return err
 	}
+	queued.Sequence = t.Sequence
+	noteTurn(tx, &queued)
+	if _, err = e.appendEvent(ctx, tx, t.SessionID, t.ID, helmrtype.EventTurnQueued,
+		map[string]any{"sequence": t.Sequence, "input": input, "source": caller.Source}, now); err != nil || !start {
+		return err
+	}
 	noteTurn(tx, t)
-	_, err = e.appendEvent(ctx, tx, t.SessionID, t.ID, helmrtype.EventTurnQueued,
-		map[string]any{"sequence": t.Sequence, "input": input, "source": caller.Source}, now)
+	_, err = e.appendEvent(ctx, tx, t.SessionID, t.ID, helmrtype.EventTurnRunning, nil, now)
 	return err
 }
 
@@ -289,33 +301,40 @@ func (e *Engine) Enqueue(ctx context.Context, sessionID string, req helmrtype.En
 			if err != nil {
 				return nil, err
 			}
-			// InsertTurn assigns the next sequence.
-			t := &store.Turn{ID: NewID(), SessionID: sessionID}
-			if err := e.admitTurn(ctx, tx, t, input, caller, now); err != nil {
-				return nil, err
-			}
 			wasIdle := s.IdleSince != nil
-			if wasIdle {
-				if err := tx.SetSessionIdleSince(ctx, sessionID, nil, nil); err != nil {
-					return nil, err
-				}
-			}
-			ts := turnState(t)
-			switch {
-			case res != nil && wasIdle:
-				// The receipt shows the Turn as admitted (queued); the
-				// same transaction starts it on the idle process, unless a
-				// hold applies. An idle Session had nothing ahead of it.
+			// The same transaction starts the Turn on an idle process,
+			// unless a hold applies or another node supervises the
+			// Session (startTurnTx's conditions). An idle Session had
+			// nothing ahead of it.
+			start := false
+			if res != nil && wasIdle {
 				held, err := e.heldTx(ctx, tx, s.ID)
 				if err != nil {
 					return nil, err
 				}
 				if !held {
-					if started, msgs, err = e.startTurnTx(ctx, tx, t, false); err != nil {
+					if start, err = e.supervisesTx(ctx, tx, sessionID); err != nil {
 						return nil, err
 					}
 				}
-			case res != nil:
+			}
+			// InsertTurn assigns the next sequence.
+			t := &store.Turn{ID: NewID(), SessionID: sessionID}
+			if err := e.admitTurn(ctx, tx, t, input, caller, now, start); err != nil {
+				return nil, err
+			}
+			if wasIdle {
+				if err := tx.SetSessionIdleSince(ctx, sessionID, nil, nil); err != nil {
+					return nil, err
+				}
+			}
+			// The receipt shows the Turn as admitted (queued).
+			ts := turnState(t)
+			ts.Status, ts.StartedAt = helmrtype.TurnQueued, nil
+			switch {
+			case start:
+				started = t
+			case res != nil && !wasIdle:
 				if started, msgs, err = e.startNextTx(ctx, tx, sessionID); err != nil {
 					return nil, err
 				}
