@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -29,7 +30,7 @@ func (n *readyNotifier) Started(t *store.Turn, _ []store.Message) { n.started = 
 // that the figure is the CPU work (the bench command measures the whole).
 func BenchmarkWarmTurn(b *testing.B) {
 	ctx := context.Background()
-	st, err := sqlitestore.Open(ctx, filepath.Join(b.TempDir(), "helmr.db"), sqlitestore.Options{Synchronous: "NORMAL"})
+	st, err := sqlitestore.Open(ctx, filepath.Join(b.TempDir(), "helmr.db"), sqlitestore.Options{Synchronous: benchSync})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -69,4 +70,14 @@ func BenchmarkWarmTurn(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// benchSync is the synchronous mode of BenchmarkWarmTurn's store.
+var benchSync = envOr("HELMR_BENCH_SYNC", "NORMAL")
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }
