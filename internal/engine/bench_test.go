@@ -4,13 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/engine"
 	"github.com/helmr-go/helmr/internal/store"
-	"github.com/helmr-go/helmr/internal/store/sqlitestore"
 )
 
 // readyNotifier plays a supervisor whose session processes are all ready
@@ -30,18 +28,7 @@ func (n *readyNotifier) Started(t *store.Turn, _ []store.Message) { n.started = 
 // that the figure is the CPU work (the bench command measures the whole).
 func BenchmarkWarmTurn(b *testing.B) {
 	ctx := context.Background()
-	st, err := sqlitestore.Open(ctx, filepath.Join(b.TempDir(), "helmr.db"), sqlitestore.Options{Synchronous: benchSync})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
-	e := engine.New(st, engine.Options{})
-	m := helmrtype.Manifest{Version: helmrtype.ManifestVersion, SDK: "go",
-		Templates: []helmrtype.TemplateManifest{{ID: "box", Image: helmrtype.ImageManifest{Name: "box", Host: true}}},
-		Agents:    []helmrtype.AgentManifest{{ID: "echo", Template: "box", InputKind: "text", CloseAfterIdle: "7d", HibernateAfterIdle: "never"}}}
-	if _, err := e.PublishDeployment(ctx, "sha256:bench", m, "", ""); err != nil {
-		b.Fatal(err)
-	}
+	e := newEngineOn(b, benchSync, engine.Options{})
 	rec, _, err := e.CreateSession(ctx, helmrtype.SessionCreateRequest{Agent: "echo"}, engine.APICaller)
 	if err != nil {
 		b.Fatal(err)

@@ -24,8 +24,15 @@ func newEngine(t *testing.T) *engine.Engine {
 // newEngineWith is newEngine with opts (a clock, say).
 func newEngineWith(t *testing.T, opts engine.Options) *engine.Engine {
 	t.Helper()
+	return newEngineOn(t, "", opts)
+}
+
+// newEngineOn is newEngineWith on a store of the given synchronous mode
+// ("" is the store's default, FULL).
+func newEngineOn(t testing.TB, synchronous string, opts engine.Options) *engine.Engine {
+	t.Helper()
 	ctx := context.Background()
-	st, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "helmr.db"), sqlitestore.Options{})
+	st, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "helmr.db"), sqlitestore.Options{Synchronous: synchronous})
 	if err != nil {
 		t.Fatal(err)
 	}

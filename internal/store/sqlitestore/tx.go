@@ -498,12 +498,14 @@ func activeStatus(status string) bool { return status == "queued" || status == "
 
 func (t *tx) ActiveTurn(ctx context.Context, sessionID string) (*store.Turn, error) {
 	if t.cache != nil {
-		if _, _, known := t.cache.activeOf(sessionID); !known {
+		turnID, found, known := t.cache.activeOf(sessionID)
+		if !known {
 			if err := t.learnActive(ctx, sessionID); err != nil {
 				return nil, err
 			}
+			turnID, found, known = t.cache.activeOf(sessionID)
 		}
-		if turnID, found, known := t.cache.activeOf(sessionID); known {
+		if known {
 			if !found {
 				return nil, store.ErrNotFound
 			}

@@ -67,18 +67,20 @@ func newWriteCache() *writeCache {
 }
 
 func (m *cacheMap[V]) get(k string) (V, bool) {
-	if m.c == nil {
-		var zero V
-		return zero, false
-	}
 	v, ok := m.m[k]
 	return v, ok
 }
 
-func (m *cacheMap[V]) set(k string, v V) {
-	if m.c == nil {
-		return
+// copyOf returns a copy of the entry of k: callers may change it freely.
+func (m *cacheMap[V]) copyOf(k string) (*V, bool) {
+	v, ok := m.m[k]
+	if !ok {
+		return nil, false
 	}
+	return &v, true
+}
+
+func (m *cacheMap[V]) set(k string, v V) {
 	prev, had := m.m[k]
 	m.c.undo = append(m.c.undo, func() {
 		if had {
@@ -91,9 +93,6 @@ func (m *cacheMap[V]) set(k string, v V) {
 }
 
 func (m *cacheMap[V]) del(k string) {
-	if m.c == nil {
-		return
-	}
 	if prev, had := m.m[k]; had {
 		m.c.undo = append(m.c.undo, func() { m.m[k] = prev })
 		delete(m.m, k)
@@ -102,7 +101,7 @@ func (m *cacheMap[V]) del(k string) {
 
 // reset forgets every entry.
 func (m *cacheMap[V]) reset() {
-	if m.c == nil || len(m.m) == 0 {
+	if len(m.m) == 0 {
 		return
 	}
 	prev := m.m
@@ -136,13 +135,8 @@ func (c *writeCache) endBatch(committed bool) {
 	}
 	clear(c.undo)
 	c.undo, c.mark = c.undo[:0], 0
-	for _, m := range []interface{ size() int }{&c.eventSeq, &c.turnSeq, &c.holdFree} {
-		if m.size() > maxCachedSequences {
-			c.clearAll()
-			return
-		}
-	}
-	if c.sessions.size() > maxCachedSessions || c.turns.size() > maxCachedTurns || c.active.size() > maxCachedTurns {
+	if max(len(c.eventSeq.m), len(c.turnSeq.m), len(c.holdFree.m)) > maxCachedSequences ||
+		len(c.sessions.m) > maxCachedSessions || max(len(c.turns.m), len(c.active.m)) > maxCachedTurns {
 		c.clearAll()
 	}
 }
@@ -165,8 +159,6 @@ func (c *writeCache) clearAll() {
 	clear(c.holdFree.m)
 }
 
-func (m *cacheMap[V]) size() int { return len(m.m) }
-
 // The cache of Turns: rows of queued and running Turns by ID, and each
 // Session's complete active set where it is known.
 
@@ -175,11 +167,7 @@ func (c *writeCache) turn(id string) (*store.Turn, bool) {
 	if c == nil {
 		return nil, false
 	}
-	t, ok := c.turns.get(id)
-	if !ok {
-		return nil, false
-	}
-	return &t, true
+	return c.turns.copyOf(id)
 }
 
 // readTurn remembers a Turn row read from the database.
@@ -270,6 +258,7 @@ func (c *writeCache) updatedTurn(t *store.Turn) {
 		// what it seemed.
 		c.active.del(t.SessionID)
 	case i < 0:
+		// A Turn outside the set stays outside it.
 	case set[i].id != t.ID:
 		c.active.del(t.SessionID)
 	case activeStatus(t.Status):
@@ -318,15 +307,12 @@ func (c *writeCache) knowActive(sessionID string, set []activeTurn) {
 
 // The cache of Sessions.
 
+// session returns a copy of the cached row of Session id.
 func (c *writeCache) session(id string) (*store.Session, bool) {
 	if c == nil {
 		return nil, false
 	}
-	s, ok := c.sessions.get(id)
-	if !ok {
-		return nil, false
-	}
-	return &s, true
+	return c.sessions.copyOf(id)
 }
 
 func (c *writeCache) readSession(s *store.Session) {
@@ -379,7 +365,7 @@ func (c *writeCache) setSeq(events bool, sessionID string, n int64) {
 	}
 }
 
-// holdFree reports whether every one of the Sessions is known to have no
+// holdsFree reports whether every one of the Sessions is known to have no
 // active hold.
 func (c *writeCache) holdsFree(sessionIDs []string) bool {
 	if c == nil {
