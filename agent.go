@@ -272,13 +272,21 @@ func (a runtimeAgent[I, R, S]) encodeResult(ctx context.Context, res R) (json.Ra
 	if err != nil {
 		return nil, &helmrtype.Error{Code: helmrtype.CodeResultInvalid, Message: "the result does not encode as JSON: " + err.Error()}
 	}
-	// The validator may transform: its output is the persisted result.
-	validated, err := a.d.result.Validate(ctx, raw)
-	if err != nil {
-		return nil, &helmrtype.Error{Code: helmrtype.CodeResultInvalid, Message: err.Error()}
-	}
-	if raw, err = json.Marshal(validated); err != nil {
-		return nil, &helmrtype.Error{Code: helmrtype.CodeResultInvalid, Message: "the validated result does not encode as JSON: " + err.Error()}
+	if c, ok := a.d.result.(encodedChecker); ok {
+		// A schema derived from R (the default) only checks: the
+		// handler's own encoding is the persisted result.
+		if err := c.check(raw); err != nil {
+			return nil, &helmrtype.Error{Code: helmrtype.CodeResultInvalid, Message: err.Error()}
+		}
+	} else {
+		// The validator may transform: its output is the persisted result.
+		validated, err := a.d.result.Validate(ctx, raw)
+		if err != nil {
+			return nil, &helmrtype.Error{Code: helmrtype.CodeResultInvalid, Message: err.Error()}
+		}
+		if raw, err = json.Marshal(validated); err != nil {
+			return nil, &helmrtype.Error{Code: helmrtype.CodeResultInvalid, Message: "the validated result does not encode as JSON: " + err.Error()}
+		}
 	}
 	if len(raw) > helmrtype.MaxResultBytes {
 		return nil, helmrtype.Errorf(helmrtype.CodeResultInvalid, "the result is %d bytes of JSON; the limit is %d", len(raw), helmrtype.MaxResultBytes)

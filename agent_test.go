@@ -204,3 +204,51 @@ func TestRuntimeMCPInTheManifest(t *testing.T) {
 		t.Fatalf("a policy naming an unknown Agent: %v", err)
 	}
 }
+
+// upper is a result validator that transforms: it upper-cases the text.
+type upper struct{}
+
+func (upper) JSONSchema() json.RawMessage { return json.RawMessage(`{"type":"string"}`) }
+func (upper) Validate(_ context.Context, raw json.RawMessage) (string, error) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", err
+	}
+	return strings.ToUpper(s), nil
+}
+
+// sloppy encodes as a string although its type is a struct, so a result
+// holding it breaks the schema derived from the result type.
+type sloppy struct{}
+
+func (sloppy) MarshalJSON() ([]byte, error) { return []byte(`"not an object"`), nil }
+
+func TestResultEncoding(t *testing.T) {
+	ctx := context.Background()
+	tmpl := Template(TemplateSpec{ID: "r", Image: Image("r").FromHost()})
+	// The schema derived from the result type checks the handler's own
+	// encoding, which is the result as persisted.
+	derived := Agent(AgentSpec[InputContent, map[string]any, struct{}]{ID: "derived", Template: tmpl,
+		Turn: func(context.Context, *Turn[InputContent], *AgentContext[struct{}]) (map[string]any, error) { return nil, nil }})
+	big := int64(1<<62 + 1) // not exact as a float64
+	raw, err := runtimeAgent[InputContent, map[string]any, struct{}]{derived}.encodeResult(ctx, map[string]any{"n": big, "b": []int{1}})
+	if err != nil || string(raw) != `{"b":[1],"n":4611686018427387905}` {
+		t.Fatalf("derived: %s, %v", raw, err)
+	}
+	type withSloppy struct {
+		S sloppy `json:"s"`
+	}
+	bad := Agent(AgentSpec[InputContent, withSloppy, struct{}]{ID: "bad", Template: tmpl,
+		Turn: func(context.Context, *Turn[InputContent], *AgentContext[struct{}]) (withSloppy, error) { return withSloppy{}, nil }})
+	if _, err := (runtimeAgent[InputContent, withSloppy, struct{}]{bad}).encodeResult(ctx, withSloppy{}); helmrtype.CodeOf(err) != helmrtype.CodeResultInvalid {
+		t.Fatalf("a result that breaks its derived schema: %v, want result_invalid", err)
+	}
+	// A validator given as ResultSchema may transform: its output is
+	// the result.
+	up := Agent(AgentSpec[InputContent, string, struct{}]{ID: "up", Template: tmpl, ResultSchema: upper{},
+		Turn: func(context.Context, *Turn[InputContent], *AgentContext[struct{}]) (string, error) { return "", nil }})
+	raw, err = runtimeAgent[InputContent, string, struct{}]{up}.encodeResult(ctx, "done")
+	if err != nil || string(raw) != `"DONE"` {
+		t.Fatalf("transforming validator: %s, %v", raw, err)
+	}
+}

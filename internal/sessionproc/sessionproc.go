@@ -95,6 +95,9 @@ type Conn struct {
 	ready   bool                          // init succeeded
 	waiters map[string]waiter             // blocked durable waits, by wait ID
 	calls   map[string]chan *protocol.Msg // runtime MCP calls in flight, by call ID
+
+	// workers run each Turn's settlement and handler.
+	workers *workers
 }
 
 // pendingOp is an operation waiting for its ack.
@@ -179,7 +182,8 @@ func Serve(ctx context.Context, ws *websocket.Conn, agentID string, agents []Age
 
 func serve(ctx context.Context, ws *websocket.Conn, agentID string, agents []Agent, redial func(context.Context) (*websocket.Conn, error), window time.Duration) error {
 	c := &Conn{ws: ws, agents: map[string]Agent{}, pending: map[string]*pendingOp{}, closed: make(chan struct{}),
-		redial: redial, window: window}
+		redial: redial, window: window, workers: newWorkers()}
+	defer c.workers.close()
 	for _, a := range agents {
 		c.agents[a.AgentID()] = a
 	}
@@ -324,7 +328,7 @@ func serve(ctx context.Context, ws *websocket.Conn, agentID string, agents []Age
 			}
 		}
 		running.Add(1)
-		go func() {
+		c.workers.run(func() {
 			defer running.Done()
 			exit := c.runTurn(t, agent, initResult)
 			c.mu.Lock()
@@ -340,7 +344,7 @@ func serve(ctx context.Context, ws *websocket.Conn, agentID string, agents []Age
 				default:
 				}
 			}
-		}()
+		})
 	}
 }
 

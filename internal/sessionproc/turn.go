@@ -294,7 +294,7 @@ type handlerResult struct {
 // because cleanup failed.
 func (c *Conn) runTurn(t *Turn, a Agent, initResult any) (exit bool) {
 	done := make(chan handlerResult, 1)
-	go func() {
+	c.workers.run(func() {
 		defer func() {
 			if r := recover(); r != nil {
 				done <- handlerResult{err: fmt.Errorf("the turn handler panicked: %v", r)}
@@ -302,7 +302,7 @@ func (c *Conn) runTurn(t *Turn, a Agent, initResult any) (exit bool) {
 		}()
 		res, err := a.RunTurn(t.ctx, t, initResult)
 		done <- handlerResult{res, err}
-	}()
+	})
 
 	var hr handlerResult
 	var handlerReturned bool
