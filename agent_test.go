@@ -229,7 +229,9 @@ func TestResultEncoding(t *testing.T) {
 	// The schema derived from the result type checks the handler's own
 	// encoding, which is the result as persisted.
 	derived := Agent(AgentSpec[InputContent, map[string]any, struct{}]{ID: "derived", Template: tmpl,
-		Turn: func(context.Context, *Turn[InputContent], *AgentContext[struct{}]) (map[string]any, error) { return nil, nil }})
+		Turn: func(context.Context, *Turn[InputContent], *AgentContext[struct{}]) (map[string]any, error) {
+			return nil, nil
+		}})
 	big := int64(1<<62 + 1) // not exact as a float64
 	raw, err := runtimeAgent[InputContent, map[string]any, struct{}]{derived}.encodeResult(ctx, map[string]any{"n": big, "b": []int{1}})
 	if err != nil || string(raw) != `{"b":[1],"n":4611686018427387905}` {
@@ -239,7 +241,9 @@ func TestResultEncoding(t *testing.T) {
 		S sloppy `json:"s"`
 	}
 	bad := Agent(AgentSpec[InputContent, withSloppy, struct{}]{ID: "bad", Template: tmpl,
-		Turn: func(context.Context, *Turn[InputContent], *AgentContext[struct{}]) (withSloppy, error) { return withSloppy{}, nil }})
+		Turn: func(context.Context, *Turn[InputContent], *AgentContext[struct{}]) (withSloppy, error) {
+			return withSloppy{}, nil
+		}})
 	if _, err := (runtimeAgent[InputContent, withSloppy, struct{}]{bad}).encodeResult(ctx, withSloppy{}); helmrtype.CodeOf(err) != helmrtype.CodeResultInvalid {
 		t.Fatalf("a result that breaks its derived schema: %v, want result_invalid", err)
 	}
