@@ -7,13 +7,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 
 	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/cputime"
 	"github.com/helmr-go/helmr/internal/protocol"
 	"github.com/helmr-go/helmr/internal/sessionproc"
 )
@@ -87,7 +87,7 @@ func BenchmarkTurn(b *testing.B) {
 	created := time.Now().UTC()
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := processCPU(b)
+	cpu0 := cputime.Process()
 	for i := range b.N {
 		id := fmt.Sprintf("t%d", i)
 		write(&protocol.Msg{Type: protocol.TypeTurnStart, Turn: &protocol.TurnStart{ID: id, Sequence: int64(i + 1), CreatedAt: created,
@@ -101,7 +101,7 @@ func BenchmarkTurn(b *testing.B) {
 		write(&protocol.Msg{Type: protocol.TypeAck, TurnID: id, Op: s.Op})
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(cputime.Process()-cpu0)/float64(b.N), "cpu-ns/op")
 	write(&protocol.Msg{Type: protocol.TypeShutdown})
 	for { // answer the SDK's close
 		if _, _, err := cp.Read(ctx); err != nil {
@@ -111,13 +111,4 @@ func BenchmarkTurn(b *testing.B) {
 	if err := <-served; err != nil {
 		b.Fatal(err)
 	}
-}
-
-// processCPU is the CPU time this process has used (user and system).
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

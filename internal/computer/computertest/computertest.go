@@ -23,6 +23,7 @@ import (
 
 	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/computer"
+	"github.com/helmr-go/helmr/internal/cputime"
 	"github.com/helmr-go/helmr/internal/freezer"
 )
 
@@ -56,10 +57,7 @@ func Main() {
 		for time.Now().Before(end) {
 			x++
 		}
-		var ru syscall.Rusage
-		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-		cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-		fmt.Println(cpu.Milliseconds(), x%2)
+		fmt.Println(cputime.Process().Milliseconds(), x%2)
 		os.Exit(0)
 	case "count":
 		// Print a counter every 10 ms until killed.
