@@ -79,7 +79,9 @@ type AgentSpec[I, R, S any] struct {
 	IdleTimeout string
 	// InputSchema overrides the validator derived from I.
 	InputSchema Validator[I]
-	// ResultSchema overrides the validator derived from R.
+	// ResultSchema overrides the validator derived from R. A result is
+	// stored as the handler's value encodes when SchemaFor's validators
+	// check it (the default), and as this Validator returns it otherwise.
 	ResultSchema Validator[R]
 	// CloseAfterIdle closes an idle Session after this Duration, or "never". Default "7d".
 	CloseAfterIdle string

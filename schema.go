@@ -18,7 +18,8 @@ type schemaValidator[T any] struct {
 }
 
 // SchemaFor derives a Validator from T's JSON Schema (struct fields without
-// omitempty are required; unknown fields are refused).
+// omitempty are required; unknown fields are refused). As an Agent's
+// result validator it checks the result's JSON and does not transform it.
 func SchemaFor[T any]() (Validator[T], error) {
 	t := reflect.TypeFor[T]()
 	if t.Kind() == reflect.Interface {

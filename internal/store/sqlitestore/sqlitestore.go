@@ -41,18 +41,26 @@ type Store struct {
 	writer    *sql.DB
 	reader    *sql.DB
 	wconn     *sql.Conn
-	reqs      chan *updateReq
-	done      chan struct{}
 	closeOnce sync.Once
 	wstmts    *stmtCache
 	rstmts    *stmtCache
-	cache     *writeCache // writer goroutine only
+	cache     *writeCache // the leading Update's only
+
+	// Updates wait in queue for a leader: the caller of one of them, which
+	// commits a batch on its own goroutine (see Update). wmu guards them.
+	wmu     sync.Mutex
+	queue   []*updateReq
+	leading bool       // an Update leads; queue is empty when none does
+	closed  bool       // Close has begun: no Update is taken
+	led     *sync.Cond // signalled on wmu when the last leader is done
 }
 
 type updateReq struct {
 	ctx context.Context
 	fn  func(store.Tx) error
-	err chan error
+	err chan error // its outcome
+	// lead tells a queued Update that its caller leads the next batch.
+	lead chan struct{}
 }
 
 // Open opens (creating if needed) the SQLite database at path and applies
@@ -102,7 +110,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
-	s := &Store{log: opts.Logger, writer: w, wconn: wconn, reqs: make(chan *updateReq, maxBatch), done: make(chan struct{}), cache: newWriteCache()}
+	s := &Store{log: opts.Logger, writer: w, wconn: wconn, cache: newWriteCache()}
+	s.led = sync.NewCond(&s.wmu)
 	s.wstmts = &stmtCache{prep: func(q string) (*sql.Stmt, error) { return wconn.PrepareContext(context.Background(), q) }}
 	if err := s.migrate(ctx); err != nil {
 		s.closeDBs()
@@ -117,7 +126,6 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	r.SetMaxIdleConns(8)
 	s.reader = r
 	s.rstmts = &stmtCache{prep: func(q string) (*sql.Stmt, error) { return r.PrepareContext(context.Background(), q) }}
-	go s.writeLoop()
 	return s, nil
 }
 
@@ -133,11 +141,16 @@ func (s *Store) closeDBs() {
 	}
 }
 
-// Close stops the writer after the Updates already queued and closes the file.
+// Close refuses new Updates, waits for those already queued to commit,
+// and closes the file.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
-		close(s.reqs)
-		<-s.done
+		s.wmu.Lock()
+		s.closed = true
+		for s.leading {
+			s.led.Wait()
+		}
+		s.wmu.Unlock()
 		s.closeDBs()
 	})
 	return nil
@@ -186,23 +199,74 @@ func (s *Store) migrate(ctx context.Context) error {
 	return nil
 }
 
-// Update queues fn for the writer, which runs it inside a savepoint of a
-// shared transaction, and returns once that transaction is committed.
-func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) (err error) {
-	req := &updateReq{ctx: ctx, fn: fn, err: make(chan error, 1)}
+// errClosed refuses an Update after Close.
+var errClosed = errors.New("sqlitestore: store is closed")
+
+// Update runs fn inside a savepoint of a transaction shared with the
+// Updates queued with it (group commit), and returns once that transaction
+// is committed.
+//
+// There is no writer goroutine to hand the work to and back: the caller
+// of an Update that finds no leader leads, committing the batch at the
+// head of the queue (its own Update first) on its own goroutine; when
+// more are queued by then, the oldest one's caller leads the next batch.
+// One leader at a time uses the write connection and the write cache, and
+// an Update alone costs no goroutine switch.
+func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	req := &updateReq{ctx: ctx, fn: fn, err: make(chan error, 1), lead: make(chan struct{}, 1)}
+	s.wmu.Lock()
+	if s.closed {
+		s.wmu.Unlock()
+		return errClosed
+	}
+	s.queue = append(s.queue, req)
+	if s.leading {
+		s.wmu.Unlock()
+		// Once queued, the update runs to its outcome; waiting for it
+		// keeps the caller's view of what happened exact.
+		select {
+		case err := <-req.err:
+			return noSpace(err)
+		case <-req.lead:
+			s.wmu.Lock()
+		}
+	}
+	s.leading = true
+	s.lead()
+	return noSpace(<-req.err)
+}
+
+// lead commits the batch at the head of the queue, then passes the lead
+// to the oldest Update still queued, or ends it. wmu is held on entry and
+// released on return.
+func (s *Store) lead() {
+	n := min(len(s.queue), maxBatch)
+	batch := make([]*updateReq, n)
+	copy(batch, s.queue)
+	s.queue = append(s.queue[:0], s.queue[n:]...)
+	s.wmu.Unlock()
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("sqlitestore: store is closed")
+			// The transaction and the write cache are in a state no
+			// later Update may build on: end the process, as a panic on
+			// a goroutine of its own does (an HTTP handler leading here
+			// would have it recovered and leave the store wedged).
+			go panic(r)
+			select {}
 		}
 	}()
-	select {
-	case s.reqs <- req:
-	case <-ctx.Done():
-		return ctx.Err()
+	s.commitBatch(batch)
+	s.wmu.Lock()
+	if len(s.queue) > 0 {
+		s.queue[0].lead <- struct{}{}
+	} else {
+		s.leading = false
+		s.led.Broadcast()
 	}
-	// Once queued, the update runs to its outcome; waiting for it keeps the
-	// caller's view of what happened exact.
-	return noSpace(<-req.err)
+	s.wmu.Unlock()
 }
 
 // sqliteFull is SQLite's primary result code for a full disk.
@@ -215,27 +279,6 @@ func noSpace(err error) error {
 		return fmt.Errorf("%w: %w", store.ErrNoSpace, err)
 	}
 	return err
-}
-
-func (s *Store) writeLoop() {
-	defer close(s.done)
-	batch := make([]*updateReq, 0, maxBatch)
-	for first := range s.reqs {
-		batch = append(batch[:0], first)
-	fill:
-		for len(batch) < maxBatch {
-			select {
-			case r, ok := <-s.reqs:
-				if !ok {
-					break fill
-				}
-				batch = append(batch, r)
-			default:
-				break fill
-			}
-		}
-		s.commitBatch(batch)
-	}
 }
 
 // ctl runs a transaction-control statement, prepared once.

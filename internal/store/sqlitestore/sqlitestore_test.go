@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -400,4 +401,116 @@ func TestKeysBeforeRolesBecomeAdmin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestConcurrentUpdatesAndClose: Updates from many goroutines at once are
+// led and committed in batches by their own callers; a Close in the middle
+// waits for the queued ones, refuses the rest, and each Update's write is
+// in the file exactly when it reported success.
+func TestConcurrentUpdatesAndClose(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "helmr.db")
+	s := openAt(t, path)
+	const callers, each = 40, 25
+	keys := make([]string, 0, callers*each)
+	errs := make([]error, callers*each)
+	for i := range callers * each {
+		keys = append(keys, fmt.Sprintf("k%d", i))
+	}
+	var wg sync.WaitGroup
+	var committed atomic.Int64
+	started := make(chan struct{})
+	for c := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-started
+			for j := range each {
+				i := c*each + j
+				if errs[i] = s.Update(t.Context(), putMeta(keys[i])); errs[i] == nil {
+					committed.Add(1)
+				}
+			}
+		}()
+	}
+	close(started)
+	// Close once some have committed.
+	for committed.Load() < callers {
+		time.Sleep(100 * time.Microsecond)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	ok, refused := 0, 0
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case errors.Is(err, errClosed):
+			refused++
+		default:
+			t.Fatalf("Update %d: %v", i, err)
+		}
+	}
+	if ok == 0 {
+		t.Fatal("no Update committed")
+	}
+	if err := s.Update(t.Context(), putMeta("late")); !errors.Is(err, errClosed) {
+		t.Fatalf("Update after Close: %v, want %v", err, errClosed)
+	}
+	s = openAt(t, path)
+	defer s.Close()
+	checkOutcomes(t, s, keys, errs)
+	t.Logf("%d committed, %d refused by Close", ok, refused)
+}
+
+// TestLeadPassesOn: Updates queued while a leader commits are committed
+// after it by one of their own callers, with no further Update to carry
+// them.
+func TestLeadPassesOn(t *testing.T) {
+	s := openAt(t, filepath.Join(t.TempDir(), "helmr.db"))
+	defer s.Close()
+	release := make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		first <- s.Update(t.Context(), func(tx store.Tx) error {
+			<-release
+			return tx.PutMeta(t.Context(), "first", "done")
+		})
+	}()
+	state := func() (leading bool, queued int) {
+		s.wmu.Lock()
+		defer s.wmu.Unlock()
+		return s.leading, len(s.queue)
+	}
+	// Once the first leads, queue more than one batch behind it.
+	for leading, _ := state(); !leading; leading, _ = state() {
+		time.Sleep(time.Millisecond)
+	}
+	n := maxBatch + 3
+	keys := make([]string, n)
+	done := make(chan error, n)
+	for i := range n {
+		keys[i] = fmt.Sprintf("q%d", i)
+		go func() { done <- s.Update(t.Context(), putMeta(keys[i])) }()
+	}
+	for _, queued := state(); queued < n; _, queued = state() {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("queued Updates were not committed after their leader's batch")
+		}
+	}
+	errs := make([]error, n)
+	checkOutcomes(t, s, keys, errs)
 }
