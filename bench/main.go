@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/cputime"
 	"github.com/helmr-go/helmr/internal/deploy"
 	"github.com/helmr-go/helmr/internal/store/pgstore/pgtest"
 )
@@ -646,18 +647,8 @@ type procStat struct {
 
 // readStat reads /proc/PID/stat; false when the process is gone.
 func readStat(pid int) (procStat, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return procStat{}, false
-	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	secs := func(i, j int) float64 {
-		a, _ := strconv.ParseFloat(f[i], 64)
-		b, _ := strconv.ParseFloat(f[j], 64)
-		return (a + b) / 100 // clock ticks; 100 per second on Linux
-	}
-	ppid, _ := strconv.Atoi(f[1])
-	return procStat{pid: pid, ppid: ppid, cpu: secs(11, 12), children: secs(13, 14)}, true
+	st, ok := cputime.Read(pid)
+	return procStat{pid: pid, ppid: st.PPID, cpu: st.CPU.Seconds(), children: st.Children.Seconds()}, ok
 }
 
 // cpuTime is a process's user+system CPU seconds.

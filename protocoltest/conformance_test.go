@@ -25,28 +25,36 @@ func TestGoSDK(t *testing.T) {
 // conformance agent (protocoltest/ts), bundled by the SDK's own bundler.
 // It needs node and a built SDK in sdk/typescript (npm ci && npm run build).
 func TestTypeScriptSDK(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "agent.mjs")
+	if reason, err := bundleTS(t.Context(), out); err != nil {
+		t.Fatal(err)
+	} else if reason != "" {
+		t.Skip(reason)
+	}
+	protocoltest.Run(t, []string{"node", out})
+}
+
+// bundleTS bundles the TypeScript conformance agent (protocoltest/ts) to
+// out with the SDK's own bundler, or says why it cannot: no node, or the
+// SDK in sdk/typescript is missing or not installed.
+func bundleTS(ctx context.Context, out string) (skip string, err error) {
 	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("node is not on PATH: the TypeScript SDK's conformance is not checked")
+		return "node is not on PATH: the TypeScript SDK is not checked", nil
 	}
 	sdk, err := filepath.Abs("../sdk/typescript")
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	if _, err := os.Stat(filepath.Join(sdk, "package.json")); err != nil {
-		t.Skip("sdk/typescript does not exist yet: the TypeScript SDK's conformance is not checked")
+		return "sdk/typescript does not exist yet: the TypeScript SDK is not checked", nil
 	}
 	if _, err := os.Stat(filepath.Join(sdk, "node_modules")); err != nil {
-		t.Skip("sdk/typescript is not installed (run npm ci in sdk/typescript): the TypeScript SDK's conformance is not checked")
+		return "sdk/typescript is not installed (run npm ci in sdk/typescript): the TypeScript SDK is not checked", nil
 	}
-	ctx := context.Background()
 	if err := deploy.InstallDeps(ctx, "ts", os.Stderr); err != nil {
-		t.Fatal(err)
+		return "", err
 	}
-	out := filepath.Join(t.TempDir(), "agent.mjs")
-	if err := deploy.Bundle(ctx, "ts", out); err != nil {
-		t.Fatal(err)
-	}
-	protocoltest.Run(t, []string{"node", out})
+	return "", deploy.Bundle(ctx, "ts", out)
 }
 
 // TestCommand runs the vectors against any agent program command, given
@@ -58,4 +66,27 @@ func TestCommand(t *testing.T) {
 		t.Skip("HELMR_CONFORMANCE_CMD is not set")
 	}
 	protocoltest.Run(t, cmd)
+}
+
+// BenchmarkTurn measures warm Turns of each SDK's conformance agent
+// (BenchTurns): go test ./protocoltest -run XXX -bench Turn. The
+// TypeScript one needs what TestTypeScriptSDK needs; HELMR_BENCH_NODE_FLAGS
+// adds flags to node (for example --cpu-prof --cpu-prof-dir=/tmp/prof).
+func BenchmarkTurn(b *testing.B) {
+	b.Run("go", func(b *testing.B) {
+		bin := filepath.Join(b.TempDir(), "goagent")
+		if out, err := exec.Command("go", "build", "-o", bin, "./goagent").CombinedOutput(); err != nil {
+			b.Fatalf("go build ./goagent: %v\n%s", err, out)
+		}
+		protocoltest.BenchTurns(b, []string{bin})
+	})
+	b.Run("ts", func(b *testing.B) {
+		out := filepath.Join(b.TempDir(), "agent.mjs")
+		if reason, err := bundleTS(b.Context(), out); err != nil {
+			b.Fatal(err)
+		} else if reason != "" {
+			b.Skip(reason)
+		}
+		protocoltest.BenchTurns(b, append(append([]string{"node"}, strings.Fields(os.Getenv("HELMR_BENCH_NODE_FLAGS"))...), out))
+	})
 }

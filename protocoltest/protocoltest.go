@@ -200,28 +200,17 @@ func RunVector(ctx context.Context, v Vector, argv []string) (err error) {
 	defer srv.Close()
 
 	cmd := exec.Command(argv[0], append(append([]string(nil), argv[1:]...), v.Args...)...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "TMPDIR=" + dir}
-	if len(v.Args) == 0 {
-		// The credential comes as the control plane's launcher gives it:
-		// alone on a pipe at descriptor 3.
-		tr, tw, err := os.Pipe()
-		if err != nil {
-			return err
-		}
-		tw.WriteString(r.token)
-		tw.Close()
-		defer tr.Close()
-		cmd.ExtraFiles = []*os.File{tr}
-		cmd.Env = append(cmd.Env, protocol.EnvSocket+"="+sock, protocol.EnvTokenFD+"="+strconv.Itoa(protocol.TokenFD),
-			protocol.EnvAgent+"="+v.Agent, protocol.EnvReconnectWindow+"=30s")
-	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	r.cmd = cmd
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %v: %w", argv, err)
+	if len(v.Args) == 0 {
+		err = startAgent(cmd, dir, sock, r.token, v.Agent)
+	} else {
+		err = startAgent(cmd, dir, "", "", "")
 	}
+	if err != nil {
+		return err
+	}
+	r.cmd = cmd
 	exited := make(chan int, 1)
 	go func() {
 		cmd.Wait()
@@ -246,6 +235,32 @@ func RunVector(ctx context.Context, v Vector, argv []string) (err error) {
 			}
 			return fmt.Errorf("%s: %w", label, err)
 		}
+	}
+	return nil
+}
+
+// startAgent starts cmd in a process group of its own, as the control
+// plane's launcher starts a session process: with only PATH, HOME and
+// TMPDIR (dir) from the environment and, when sock is set, the variables
+// that connect it to the protocol endpoint on sock as agent, with the
+// credential token alone on a pipe at descriptor 3.
+func startAgent(cmd *exec.Cmd, dir, sock, token, agent string) error {
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "TMPDIR=" + dir}
+	if sock != "" {
+		tr, tw, err := os.Pipe()
+		if err != nil {
+			return err
+		}
+		tw.WriteString(token)
+		tw.Close()
+		defer tr.Close()
+		cmd.ExtraFiles = []*os.File{tr}
+		cmd.Env = append(cmd.Env, protocol.EnvSocket+"="+sock, protocol.EnvTokenFD+"="+strconv.Itoa(protocol.TokenFD),
+			protocol.EnvAgent+"="+agent, protocol.EnvReconnectWindow+"=30s")
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %v: %w", cmd.Args, err)
 	}
 	return nil
 }

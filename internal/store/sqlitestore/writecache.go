@@ -29,8 +29,9 @@ const (
 // step (or forgets the entry), so an entry always equals what a read in the
 // same transaction would return. It follows the transaction structure: each
 // change records how to undo it; a failed Update undoes its own changes, a
-// batch that does not commit undoes all of its. Only the writer goroutine
-// touches it; a nil *writeCache (a read transaction) caches nothing.
+// batch that does not commit undoes all of its. Only the leading Update
+// touches it (one at a time, see Store.Update); a nil *writeCache (a read
+// transaction) caches nothing.
 type writeCache struct {
 	eventSeq cacheMap[int64]
 	turnSeq  cacheMap[int64]

@@ -174,7 +174,7 @@ func TestWriteCacheMatchesTheDatabase(t *testing.T) {
 				return nil
 			}}
 		}
-		// The writer goroutine is idle: no Update is queued.
+		// No Update leads or is queued: this test leads.
 		s.commitBatch(batch)
 		for i, r := range batch {
 			if err := <-r.err; err == nil {
