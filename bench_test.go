@@ -3,19 +3,17 @@ package helmr
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/coder/websocket"
 
-	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/cputime"
 	"github.com/helmr-go/helmr/internal/protocol"
 	"github.com/helmr-go/helmr/internal/sessionproc"
+	"github.com/helmr-go/helmr/protocoltest"
 )
 
 // BenchmarkTurn measures the Go SDK's side of a warm Turn: the control
@@ -55,59 +53,18 @@ func BenchmarkTurn(b *testing.B) {
 	go func() { served <- sessionproc.Serve(ctx, ws, "echo", Runtime(def)) }()
 	cp := <-conns
 	defer cp.CloseNow()
-	read := func(want string) *protocol.Msg {
-		b.Helper()
-		_, data, err := cp.Read(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		var m protocol.Msg
-		if err := json.Unmarshal(data, &m); err != nil {
-			b.Fatal(err)
-		}
-		if m.Type != want || m.Error != nil {
-			b.Fatalf("got %s (error %v), want %s", m.Type, m.Error, want)
-		}
-		return &m
-	}
-	write := func(m *protocol.Msg) {
-		b.Helper()
-		data, err := json.Marshal(m)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := cp.Write(ctx, websocket.MessageText, data); err != nil {
-			b.Fatal(err)
-		}
-	}
-	read(protocol.TypeHello)
-	write(&protocol.Msg{Type: protocol.TypeWelcome, Welcome: &protocol.Welcome{Agent: "echo", SessionID: "s1", ServerTime: time.Now()}})
-	read(protocol.TypeReady)
+	d := protocoltest.NewDriver(b, cp)
+	d.Handshake("echo")
 	input := json.RawMessage(`[{"type":"text","text":"hello"}]`)
-	created := time.Now().UTC()
 	b.ReportAllocs()
 	b.ResetTimer()
 	cpu0 := cputime.Process()
 	for i := range b.N {
-		id := fmt.Sprintf("t%d", i)
-		write(&protocol.Msg{Type: protocol.TypeTurnStart, Turn: &protocol.TurnStart{ID: id, Sequence: int64(i + 1), CreatedAt: created,
-			Input: input, Source: helmrtype.InputSource{Kind: "api"}}})
-		o := read(protocol.TypeOutput)
-		write(&protocol.Msg{Type: protocol.TypeAck, TurnID: id, Op: o.Op, Sequence: int64(2*i + 1)})
-		s := read(protocol.TypeSettle)
-		if s.Status != helmrtype.TurnCompleted {
-			b.Fatalf("settled %s: %v", s.Status, s.Error)
-		}
-		write(&protocol.Msg{Type: protocol.TypeAck, TurnID: id, Op: s.Op})
+		d.Turn(i, input)
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(cputime.Process()-cpu0)/float64(b.N), "cpu-ns/op")
-	write(&protocol.Msg{Type: protocol.TypeShutdown})
-	for { // answer the SDK's close
-		if _, _, err := cp.Read(ctx); err != nil {
-			break
-		}
-	}
+	d.Shutdown()
 	if err := <-served; err != nil {
 		b.Fatal(err)
 	}
