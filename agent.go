@@ -66,7 +66,9 @@ type AgentSpec[I, R, S any] struct {
 	// Init runs once per session process before its first Turn.
 	Init func(ctx context.Context, ic *InitContext) (S, error)
 	// Turn handles one Turn; its result is validated and becomes the Turn's result.
-	// Give Turn or Run, not both.
+	// Give Turn or Run, not both. It runs on a goroutine that later Turns
+	// may reuse (as net/http reuses a connection's): a handler that calls
+	// runtime.LockOSThread unlocks it before it returns.
 	Turn func(ctx context.Context, t *Turn[I], ac *AgentContext[S]) (R, error)
 	// Run makes the Agent an Actor: it runs once per session process,
 	// after Init, and receives the Session's Turns in FIFO order with
@@ -81,7 +83,8 @@ type AgentSpec[I, R, S any] struct {
 	InputSchema Validator[I]
 	// ResultSchema overrides the validator derived from R. A result is
 	// stored as the handler's value encodes when SchemaFor's validators
-	// check it (the default), and as this Validator returns it otherwise.
+	// check it (the default: it must fit R's schema and decode into R),
+	// and as this Validator returns it otherwise.
 	ResultSchema Validator[R]
 	// CloseAfterIdle closes an idle Session after this Duration, or "never". Default "7d".
 	CloseAfterIdle string
@@ -277,7 +280,7 @@ func (a runtimeAgent[I, R, S]) encodeResult(ctx context.Context, res R) (json.Ra
 	if c, ok := a.d.result.(encodedChecker); ok {
 		// A schema derived from R (the default) only checks: the
 		// handler's own encoding is the persisted result.
-		if err := c.check(raw); err != nil {
+		if err := c.checkEncoded(raw); err != nil {
 			return nil, &helmrtype.Error{Code: helmrtype.CodeResultInvalid, Message: err.Error()}
 		}
 	} else {

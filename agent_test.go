@@ -3,6 +3,7 @@ package helmr
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -223,6 +224,16 @@ type sloppy struct{}
 
 func (sloppy) MarshalJSON() ([]byte, error) { return []byte(`"not an object"`), nil }
 
+// picky refuses to decode an empty string, which it encodes to.
+type picky string
+
+func (p *picky) UnmarshalJSON(b []byte) error {
+	if string(b) == `""` {
+		return errors.New("picky: empty")
+	}
+	return json.Unmarshal(b, (*string)(p))
+}
+
 func TestResultEncoding(t *testing.T) {
 	ctx := context.Background()
 	tmpl := Template(TemplateSpec{ID: "r", Image: Image("r").FromHost()})
@@ -246,6 +257,17 @@ func TestResultEncoding(t *testing.T) {
 		}})
 	if _, err := (runtimeAgent[InputContent, withSloppy, struct{}]{bad}).encodeResult(ctx, withSloppy{}); helmrtype.CodeOf(err) != helmrtype.CodeResultInvalid {
 		t.Fatalf("a result that breaks its derived schema: %v, want result_invalid", err)
+	}
+	// The result must still decode into its type.
+	type withPicky struct {
+		P picky `json:"p"`
+	}
+	strict := Agent(AgentSpec[InputContent, withPicky, struct{}]{ID: "strict", Template: tmpl,
+		Turn: func(context.Context, *Turn[InputContent], *AgentContext[struct{}]) (withPicky, error) {
+			return withPicky{}, nil
+		}})
+	if _, err := (runtimeAgent[InputContent, withPicky, struct{}]{strict}).encodeResult(ctx, withPicky{}); helmrtype.CodeOf(err) != helmrtype.CodeResultInvalid {
+		t.Fatalf("a result that does not decode into its type: %v, want result_invalid", err)
 	}
 	// A validator given as ResultSchema may transform: its output is
 	// the result.

@@ -50,8 +50,15 @@ func (v *schemaValidator[T]) JSONSchema() json.RawMessage { return v.raw }
 
 func (v *schemaValidator[T]) Validate(_ context.Context, raw json.RawMessage) (T, error) {
 	var out T
-	if err := v.check(raw); err != nil {
-		return out, err
+	if v.resolved != nil {
+		var inst any
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		if err := dec.Decode(&inst); err != nil {
+			return out, fmt.Errorf("not valid JSON: %v", err)
+		}
+		if err := v.resolved.Validate(inst); err != nil {
+			return out, err
+		}
 	}
 	if err := json.Unmarshal(raw, &out); err != nil {
 		return out, err
@@ -59,22 +66,18 @@ func (v *schemaValidator[T]) Validate(_ context.Context, raw json.RawMessage) (T
 	return out, nil
 }
 
-// check validates raw against the schema without decoding it into T.
-func (v *schemaValidator[T]) check(raw json.RawMessage) error {
-	if v.resolved == nil {
-		return nil
-	}
-	var inst any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if err := dec.Decode(&inst); err != nil {
-		return fmt.Errorf("not valid JSON: %v", err)
-	}
-	return v.resolved.Validate(inst)
+// checkEncoded validates raw as Validate does (the schema, and that it
+// decodes into T) and keeps nothing of the decoded value: SchemaFor's
+// validators do not transform, so raw itself is what they accept.
+func (v *schemaValidator[T]) checkEncoded(raw json.RawMessage) error {
+	_, err := v.Validate(context.Background(), raw)
+	return err
 }
 
 // encodedChecker is a Validator that does not transform what it accepts:
-// JSON that a value of its type encodes to is checked as it is, with no
-// decoding into the type and encoding again. SchemaFor's validators are.
+// JSON that a value of its type encodes to is checked, and kept as it is
+// rather than encoded again from the decoded value. SchemaFor's
+// validators are.
 type encodedChecker interface {
-	check(raw json.RawMessage) error
+	checkEncoded(raw json.RawMessage) error
 }

@@ -73,20 +73,21 @@ func TestCommand(t *testing.T) {
 // TypeScript one needs what TestTypeScriptSDK needs; HELMR_BENCH_NODE_FLAGS
 // adds flags to node (for example --cpu-prof --cpu-prof-dir=/tmp/prof).
 func BenchmarkTurn(b *testing.B) {
-	b.Run("go", func(b *testing.B) {
-		bin := filepath.Join(b.TempDir(), "goagent")
-		if out, err := exec.Command("go", "build", "-o", bin, "./goagent").CombinedOutput(); err != nil {
-			b.Fatalf("go build ./goagent: %v\n%s", err, out)
-		}
-		protocoltest.BenchTurns(b, []string{bin})
-	})
+	dir := b.TempDir()
+	bin := filepath.Join(dir, "goagent")
+	if out, err := exec.Command("go", "build", "-o", bin, "./goagent").CombinedOutput(); err != nil {
+		b.Fatalf("go build ./goagent: %v\n%s", err, out)
+	}
+	b.Run("go", func(b *testing.B) { protocoltest.BenchTurns(b, []string{bin}) })
+	mjs := filepath.Join(dir, "agent.mjs")
+	skip, err := bundleTS(b.Context(), mjs)
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.Run("ts", func(b *testing.B) {
-		out := filepath.Join(b.TempDir(), "agent.mjs")
-		if reason, err := bundleTS(b.Context(), out); err != nil {
-			b.Fatal(err)
-		} else if reason != "" {
-			b.Skip(reason)
+		if skip != "" {
+			b.Skip(skip)
 		}
-		protocoltest.BenchTurns(b, append(append([]string{"node"}, strings.Fields(os.Getenv("HELMR_BENCH_NODE_FLAGS"))...), out))
+		protocoltest.BenchTurns(b, append(append([]string{"node"}, strings.Fields(os.Getenv("HELMR_BENCH_NODE_FLAGS"))...), mjs))
 	})
 }

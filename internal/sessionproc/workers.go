@@ -25,7 +25,8 @@ func newWorkers() *workers {
 }
 
 // run runs fn on a parked worker, or on a new goroutine when none is
-// parked. fn must recover its own panics.
+// parked. fn must recover its own panics and leave the goroutine as it
+// found it (no runtime.LockOSThread left locked): the next fn runs on it.
 func (w *workers) run(fn func()) {
 	select {
 	case w.work <- fn:

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"runtime/debug"
 	"strings"
 	"sync"
 
@@ -248,17 +249,27 @@ func (s *Store) lead() {
 	copy(batch, s.queue)
 	s.queue = append(s.queue[:0], s.queue[n:]...)
 	s.wmu.Unlock()
+	finished := false
 	defer func() {
-		if r := recover(); r != nil {
-			// The transaction and the write cache are in a state no
-			// later Update may build on: end the process, as a panic on
-			// a goroutine of its own does (an HTTP handler leading here
-			// would have it recovered and leave the store wedged).
-			go panic(r)
-			select {}
+		if finished {
+			return
 		}
+		// A panic in the commit path (an Update's own panics are
+		// recovered), or runtime.Goexit in an Update's function: the
+		// transaction and the write cache are in a state no later
+		// Update may build on, and nobody leads. End the process, as a
+		// panic on a goroutine of its own does; here an HTTP handler
+		// leading would have it recovered and leave the store wedged.
+		r := recover()
+		if r == nil {
+			r = "an Update's function ended its goroutine (runtime.Goexit)"
+		}
+		msg := fmt.Sprintf("sqlitestore: commit: %v\n%s", r, debug.Stack())
+		go panic(msg)
+		select {}
 	}()
 	s.commitBatch(batch)
+	finished = true
 	s.wmu.Lock()
 	if len(s.queue) > 0 {
 		s.queue[0].lead <- struct{}{}

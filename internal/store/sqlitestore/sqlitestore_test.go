@@ -464,27 +464,49 @@ func TestConcurrentUpdatesAndClose(t *testing.T) {
 	t.Logf("%d committed, %d refused by Close", ok, refused)
 }
 
+// leadState tells whether an Update leads and how many are queued.
+func leadState(s *Store) (leading bool, queued int) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return s.leading, len(s.queue)
+}
+
+// blockedUpdate starts an Update whose function waits for release, and
+// returns once it leads.
+func blockedUpdate(t *testing.T, s *Store, key string, release chan struct{}) chan error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Update(t.Context(), func(tx store.Tx) error {
+			<-release
+			return tx.PutMeta(t.Context(), key, "done")
+		})
+	}()
+	for leading, _ := leadState(s); !leading; leading, _ = leadState(s) {
+		time.Sleep(time.Millisecond)
+	}
+	return done
+}
+
 // TestLeadPassesOn: Updates queued while a leader commits are committed
-// after it by one of their own callers, with no further Update to carry
-// them.
+// after it by their own callers: the leader returns after its own batch
+// while the next one is still running, and more than one batch queued
+// behind it all commit with no further Update to carry them.
 func TestLeadPassesOn(t *testing.T) {
 	s := openAt(t, filepath.Join(t.TempDir(), "helmr.db"))
 	defer s.Close()
-	release := make(chan struct{})
-	first := make(chan error, 1)
+	release, releaseNext := make(chan struct{}), make(chan struct{})
+	first := blockedUpdate(t, s, "first", release)
+	// Behind it: one Update that blocks too (it heads the next batch),
+	// then more than a batch.
+	next := make(chan error, 1)
 	go func() {
-		first <- s.Update(t.Context(), func(tx store.Tx) error {
-			<-release
-			return tx.PutMeta(t.Context(), "first", "done")
+		next <- s.Update(t.Context(), func(tx store.Tx) error {
+			<-releaseNext
+			return tx.PutMeta(t.Context(), "next", "done")
 		})
 	}()
-	state := func() (leading bool, queued int) {
-		s.wmu.Lock()
-		defer s.wmu.Unlock()
-		return s.leading, len(s.queue)
-	}
-	// Once the first leads, queue more than one batch behind it.
-	for leading, _ := state(); !leading; leading, _ = state() {
+	for _, queued := leadState(s); queued < 1; _, queued = leadState(s) {
 		time.Sleep(time.Millisecond)
 	}
 	n := maxBatch + 3
@@ -494,11 +516,22 @@ func TestLeadPassesOn(t *testing.T) {
 		keys[i] = fmt.Sprintf("q%d", i)
 		go func() { done <- s.Update(t.Context(), putMeta(keys[i])) }()
 	}
-	for _, queued := state(); queued < n; _, queued = state() {
+	for _, queued := leadState(s); queued < n+1; _, queued = leadState(s) {
 		time.Sleep(time.Millisecond)
 	}
 	close(release)
-	if err := <-first; err != nil {
+	// The first leader returns while the batch after it still runs: it
+	// passed the lead on instead of committing that batch itself.
+	select {
+	case err := <-first:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first leader did not return after its own batch")
+	}
+	close(releaseNext)
+	if err := <-next; err != nil {
 		t.Fatal(err)
 	}
 	for range n {
@@ -511,6 +544,48 @@ func TestLeadPassesOn(t *testing.T) {
 			t.Fatal("queued Updates were not committed after their leader's batch")
 		}
 	}
-	errs := make([]error, n)
-	checkOutcomes(t, s, keys, errs)
+	checkOutcomes(t, s, append([]string{"first", "next"}, keys...), make([]error, n+2))
+}
+
+// TestCloseWaitsForQueued: Close waits for the Updates already queued
+// (they commit), and refuses those that come after it began.
+func TestCloseWaitsForQueued(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "helmr.db")
+	s := openAt(t, path)
+	release := make(chan struct{})
+	first := blockedUpdate(t, s, "first", release)
+	keys := []string{"a", "b", "c"}
+	done := make(chan error, len(keys))
+	for _, k := range keys {
+		go func() { done <- s.Update(t.Context(), putMeta(k)) }()
+	}
+	for _, queued := leadState(s); queued < len(keys); _, queued = leadState(s) {
+		time.Sleep(time.Millisecond)
+	}
+	closed := make(chan struct{})
+	go func() { s.Close(); close(closed) }()
+	for !func() bool { s.wmu.Lock(); defer s.wmu.Unlock(); return s.closed }() {
+		time.Sleep(time.Millisecond)
+	}
+	if err := s.Update(t.Context(), putMeta("late")); !errors.Is(err, errClosed) {
+		t.Fatalf("Update after Close began: %v, want %v", err, errClosed)
+	}
+	select {
+	case <-closed:
+		t.Fatal("Close returned while Updates were queued")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	for range keys {
+		if err := <-done; err != nil {
+			t.Fatalf("an Update queued before Close: %v", err)
+		}
+	}
+	<-closed
+	s = openAt(t, path)
+	defer s.Close()
+	checkOutcomes(t, s, append([]string{"first", "late"}, keys...), []error{nil, errClosed, nil, nil, nil})
 }
