@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -31,19 +30,14 @@ import (
 func BenchTurns(b *testing.B, argv []string) {
 	dir := b.TempDir()
 	sock := filepath.Join(dir, "s.sock")
-	token := "hlmr_proc_" + strings.Repeat("0123456789ab", 4)
 	conns := make(chan *websocket.Conn, 1)
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
 		b.Fatal(err)
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if req.Header.Get("Authorization") != "Bearer "+token {
-			http.Error(w, "unknown process token", http.StatusUnauthorized)
-			return
-		}
-		ws, err := websocket.Accept(w, req, &websocket.AcceptOptions{Subprotocols: []string{protocol.Version}})
-		if err != nil {
+		ws := acceptProcess(w, req, testToken)
+		if ws == nil {
 			return
 		}
 		conns <- ws
@@ -53,7 +47,7 @@ func BenchTurns(b *testing.B, argv []string) {
 	defer srv.Close()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := startAgent(cmd, dir, sock, token, "conformance"); err != nil {
+	if err := startAgent(cmd, dir, sock, testToken, "conformance"); err != nil {
 		b.Fatal(err)
 	}
 	exited := make(chan struct{})

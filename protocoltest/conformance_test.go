@@ -14,11 +14,18 @@ import (
 
 // TestGoSDK runs the vectors against the Go SDK's conformance agent.
 func TestGoSDK(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "goagent")
+	protocoltest.Run(t, []string{buildGoAgent(t, t.TempDir())})
+}
+
+// buildGoAgent builds the Go SDK's conformance agent (protocoltest/goagent)
+// in dir and returns the binary's path.
+func buildGoAgent(tb testing.TB, dir string) string {
+	tb.Helper()
+	bin := filepath.Join(dir, "goagent")
 	if out, err := exec.Command("go", "build", "-o", bin, "./goagent").CombinedOutput(); err != nil {
-		t.Fatalf("go build ./goagent: %v\n%s", err, out)
+		tb.Fatalf("go build ./goagent: %v\n%s", err, out)
 	}
-	protocoltest.Run(t, []string{bin})
+	return bin
 }
 
 // TestTypeScriptSDK runs the vectors against the TypeScript SDK's
@@ -74,10 +81,7 @@ func TestCommand(t *testing.T) {
 // adds flags to node (for example --cpu-prof --cpu-prof-dir=/tmp/prof).
 func BenchmarkTurn(b *testing.B) {
 	dir := b.TempDir()
-	bin := filepath.Join(dir, "goagent")
-	if out, err := exec.Command("go", "build", "-o", bin, "./goagent").CombinedOutput(); err != nil {
-		b.Fatalf("go build ./goagent: %v\n%s", err, out)
-	}
+	bin := buildGoAgent(b, dir)
 	b.Run("go", func(b *testing.B) { protocoltest.BenchTurns(b, []string{bin}) })
 	mjs := filepath.Join(dir, "agent.mjs")
 	skip, err := bundleTS(b.Context(), mjs)

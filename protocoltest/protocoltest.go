@@ -188,7 +188,7 @@ func RunVector(ctx context.Context, v Vector, argv []string) (err error) {
 	}
 	defer os.RemoveAll(dir)
 	sock := filepath.Join(dir, "s.sock")
-	r := &runner{v: v, token: "hlmr_proc_" + strings.Repeat("0123456789ab", 4), conns: make(chan *websocket.Conn, 4),
+	r := &runner{v: v, token: testToken, conns: make(chan *websocket.Conn, 4),
 		events: make(chan event, 64), caps: map[string]any{}, done: make(chan struct{})}
 	defer close(r.done)
 	ln, err := net.Listen("unix", sock)
@@ -202,12 +202,11 @@ func RunVector(ctx context.Context, v Vector, argv []string) (err error) {
 	cmd := exec.Command(argv[0], append(append([]string(nil), argv[1:]...), v.Args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if len(v.Args) == 0 {
-		err = startAgent(cmd, dir, sock, r.token, v.Agent)
-	} else {
-		err = startAgent(cmd, dir, "", "", "")
+	connect := sock
+	if len(v.Args) > 0 {
+		connect = "" // the program is asked for its manifest, not connected
 	}
-	if err != nil {
+	if err := startAgent(cmd, dir, connect, r.token, v.Agent); err != nil {
 		return err
 	}
 	r.cmd = cmd
@@ -239,6 +238,33 @@ func RunVector(ctx context.Context, v Vector, argv []string) (err error) {
 	return nil
 }
 
+// testToken is the credential the runner gives the processes it starts.
+const testToken = "hlmr_proc_0123456789ab0123456789ab0123456789ab0123456789ab"
+
+// acceptProcess is the protocol endpoint's upgrade: it checks the path,
+// the credential (token) and the subprotocol as the control plane does,
+// and returns the connection, or nil when it refused the request.
+func acceptProcess(w http.ResponseWriter, req *http.Request, token string) *websocket.Conn {
+	if req.URL.Path != protocol.Path {
+		http.NotFound(w, req)
+		return nil
+	}
+	if req.Header.Get("Authorization") != "Bearer "+token {
+		http.Error(w, "unknown process token", http.StatusUnauthorized)
+		return nil
+	}
+	ws, err := websocket.Accept(w, req, &websocket.AcceptOptions{Subprotocols: []string{protocol.Version}})
+	if err != nil {
+		return nil
+	}
+	if ws.Subprotocol() != protocol.Version {
+		ws.Close(websocket.StatusPolicyViolation, "the subprotocol must be "+protocol.Version)
+		return nil
+	}
+	ws.SetReadLimit(32 << 20)
+	return ws
+}
+
 // startAgent starts cmd in a process group of its own, as the control
 // plane's launcher starts a session process: with only PATH, HOME and
 // TMPDIR (dir) from the environment and, when sock is set, the variables
@@ -268,23 +294,10 @@ func startAgent(cmd *exec.Cmd, dir, sock, token, agent string) error {
 // serveHTTP is the protocol endpoint: it checks the credential and the
 // subprotocol as the control plane does, then reads the connection.
 func (r *runner) serveHTTP(w http.ResponseWriter, req *http.Request) {
-	if req.URL.Path != protocol.Path {
-		http.NotFound(w, req)
+	ws := acceptProcess(w, req, r.token)
+	if ws == nil {
 		return
 	}
-	if req.Header.Get("Authorization") != "Bearer "+r.token {
-		http.Error(w, "unknown process token", http.StatusUnauthorized)
-		return
-	}
-	ws, err := websocket.Accept(w, req, &websocket.AcceptOptions{Subprotocols: []string{protocol.Version}})
-	if err != nil {
-		return
-	}
-	if ws.Subprotocol() != protocol.Version {
-		ws.Close(websocket.StatusPolicyViolation, "the subprotocol must be "+protocol.Version)
-		return
-	}
-	ws.SetReadLimit(32 << 20)
 	select {
 	case r.conns <- ws:
 	case <-r.done:

@@ -51,18 +51,22 @@ type Store struct {
 	// commits a batch on its own goroutine (see Update). wmu guards them.
 	wmu     sync.Mutex
 	queue   []*updateReq
-	leading bool       // an Update leads; queue is empty when none does
-	closed  bool       // Close has begun: no Update is taken
-	led     *sync.Cond // signalled on wmu when the last leader is done
+	leading bool         // an Update leads; queue is empty when none does
+	closed  bool         // Close has begun: no Update is taken
+	led     *sync.Cond   // signalled on wmu when the last leader is done
+	batch   []*updateReq // the leader's, reused from batch to batch
 }
 
 type updateReq struct {
 	ctx context.Context
 	fn  func(store.Tx) error
-	err chan error // its outcome
-	// lead tells a queued Update that its caller leads the next batch.
-	lead chan struct{}
+	// err carries its outcome, or errLead while it is still queued: its
+	// caller leads the next batch.
+	err chan error
 }
+
+// errLead tells a queued Update's caller that it leads the next batch.
+var errLead = errors.New("sqlitestore: lead the next batch")
 
 // Open opens (creating if needed) the SQLite database at path and applies
 // its migrations.
@@ -217,7 +221,7 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	req := &updateReq{ctx: ctx, fn: fn, err: make(chan error, 1), lead: make(chan struct{}, 1)}
+	req := &updateReq{ctx: ctx, fn: fn, err: make(chan error, 1)}
 	s.wmu.Lock()
 	if s.closed {
 		s.wmu.Unlock()
@@ -228,12 +232,10 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 		s.wmu.Unlock()
 		// Once queued, the update runs to its outcome; waiting for it
 		// keeps the caller's view of what happened exact.
-		select {
-		case err := <-req.err:
+		if err := <-req.err; err != errLead {
 			return noSpace(err)
-		case <-req.lead:
-			s.wmu.Lock()
 		}
+		s.wmu.Lock()
 	}
 	s.leading = true
 	s.lead()
@@ -245,8 +247,7 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 // released on return.
 func (s *Store) lead() {
 	n := min(len(s.queue), maxBatch)
-	batch := make([]*updateReq, n)
-	copy(batch, s.queue)
+	batch := append(s.batch[:0], s.queue[:n]...)
 	s.queue = append(s.queue[:0], s.queue[n:]...)
 	s.wmu.Unlock()
 	finished := false
@@ -270,9 +271,11 @@ func (s *Store) lead() {
 	}()
 	s.commitBatch(batch)
 	finished = true
+	clear(batch)
+	s.batch = batch
 	s.wmu.Lock()
 	if len(s.queue) > 0 {
-		s.queue[0].lead <- struct{}{}
+		s.queue[0].err <- errLead
 	} else {
 		s.leading = false
 		s.led.Broadcast()

@@ -488,6 +488,20 @@ func blockedUpdate(t *testing.T, s *Store, key string, release chan struct{}) ch
 	return done
 }
 
+// within fails t unless an Update's outcome comes from done within 10 s
+// and is nil; late says what did not happen.
+func within(t *testing.T, done chan error, late string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal(late)
+	}
+}
+
 // TestLeadPassesOn: Updates queued while a leader commits are committed
 // after it by their own callers: the leader returns after its own batch
 // while the next one is still running, and more than one batch queued
@@ -522,27 +536,13 @@ func TestLeadPassesOn(t *testing.T) {
 	close(release)
 	// The first leader returns while the batch after it still runs: it
 	// passed the lead on instead of committing that batch itself.
-	select {
-	case err := <-first:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the first leader did not return after its own batch")
-	}
+	within(t, first, "the first leader did not return after its own batch")
 	close(releaseNext)
 	if err := <-next; err != nil {
 		t.Fatal(err)
 	}
 	for range n {
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatal(err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("queued Updates were not committed after their leader's batch")
-		}
+		within(t, done, "queued Updates were not committed after their leader's batch")
 	}
 	checkOutcomes(t, s, append([]string{"first", "next"}, keys...), make([]error, n+2))
 }
