@@ -27,10 +27,16 @@ func (s *Supervisor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	p := s.tokens[engine.HashSecret(token[len(prefix):])]
-	closing := s.closing
+	closing, adopted := s.closing, s.adopted
 	s.mu.Unlock()
 	if closing {
 		http.Error(w, "the control plane is shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	if !adopted {
+		// A process that outlived the previous control plane reconnects
+		// before Recover has taken it back: it tries again.
+		http.Error(w, "the control plane is starting", http.StatusServiceUnavailable)
 		return
 	}
 	if p == nil {

@@ -12,7 +12,8 @@ import (
 // Recover takes charge after a restart: processes of the previous control
 // plane that are still alive get ReattachWindow to reconnect and keep their
 // running Turns; other running Turns settle interrupted (execution_lost).
-// Sessions with queued Turns get processes.
+// Sessions with queued Turns get processes. Until the survivors are
+// adopted, the protocol endpoint answers 503 (they try again).
 func (s *Supervisor) Recover(ctx context.Context) error {
 	if s.clustered() {
 		// Alive before anything: the other nodes fail the Commands of a
@@ -64,6 +65,7 @@ func (s *Supervisor) Recover(ctx context.Context) error {
 		s.procs[p.sessionID] = p
 		s.tokens[p.tokenHash] = p
 	}
+	s.adopted = true
 	s.mu.Unlock()
 	for _, p := range adopted {
 		s.attachFreezer(p, p.process.(*adoptedProcess).PID())

@@ -85,6 +85,9 @@ type Supervisor struct {
 	tokens    map[string]*proc           // by hash of the process token
 	closing   bool
 	detaching bool // closing without stopping processes
+	// adopted is set once Recover has taken back the processes of the
+	// previous run: until then a token may be a survivor's not yet known.
+	adopted bool
 	// exiting counts the exits being recorded, by Session ID.
 	exiting map[string]int
 	// unavailable holds why the last process launch on a Computer failed,

@@ -92,7 +92,10 @@ export function dial(socket: string, token: string): Promise<WebSocket> {
       handshakeTimeout: 5000,
       perMessageDeflate: false,
     })
-    const fail = (err: Error) => { ws.removeAllListeners(); ws.terminate(); reject(err) }
+    // terminate() before the upgrade emits one more "error" (the handshake
+    // aborted): it is kept from being an uncaught error that ends the process
+    // (a restarted control plane refuses a redial until it has adopted it).
+    const fail = (err: Error) => { ws.removeAllListeners(); ws.on("error", () => {}); ws.terminate(); reject(err) }
     ws.once("open", () => { ws.removeListener("error", fail); resolve(ws) })
     ws.once("error", fail)
     ws.once("unexpected-response", (_req, res) => fail(new Error(`connect to the control plane: HTTP ${res.statusCode}`)))

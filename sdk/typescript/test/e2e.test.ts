@@ -188,7 +188,7 @@ describe("end to end", { skip: bin ? false : "no helmr binary: set HELMR_BIN (go
     // Still waiting, or (when the restart took longer than the wait, on a
     // loaded machine) already completed by the overdue timer.
     const after = (await turn.get()).status
-    assert.ok(after === "running" || after === "completed", "the Turn after the restart: " + after)
+    assert.ok(after === "running" || after === "completed", "the Turn after the restart: " + after + "\n" + h.logs().slice(-4000))
     const o = await turn.wait()
     assert.equal(o.status, "completed", JSON.stringify(o) + "\n" + h.logs().slice(-2000))
     assert.ok((o.result as { waited: number }).waited >= 6000)

@@ -80,6 +80,10 @@ export class FakeServer {
   private peers: Peer[] = []
   private waiters: Array<() => void> = []
   proc: ChildProcess | undefined
+  /** HTTP statuses that answer the next upgrades, one each, instead of accepting them. */
+  refusals: number[] = []
+  /** The statuses answered so far from refusals. */
+  readonly refused: number[] = []
   output = ""
   exit: Promise<number | null> = Promise.resolve(null)
 
@@ -87,6 +91,14 @@ export class FakeServer {
     this.http = createServer()
     this.wss = new WebSocketServer({ noServer: true, handleProtocols: (p) => (p.has("helmr.session.v1") ? "helmr.session.v1" : false) })
     this.http.on("upgrade", (req, sock, head) => {
+      const status = this.refusals.shift()
+      if (status !== undefined) {
+        // Answered before the upgrade, as a control plane that has not yet
+        // adopted the process (or does not know its token) answers.
+        this.refused.push(status)
+        sock.end(`HTTP/1.1 ${status} Refused\r\nContent-Type: text/plain\r\nContent-Length: 7\r\nConnection: close\r\n\r\nrefused`)
+        return
+      }
       this.wss.handleUpgrade(req, sock, head, (ws) => {
         this.peers.push(new Peer(ws, req.headers.authorization, ws.protocol))
         for (const w of this.waiters.splice(0)) w()

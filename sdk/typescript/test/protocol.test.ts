@@ -242,6 +242,32 @@ test("reconnect: hello carries resume, unacknowledged ops are replayed in op ord
   assert.equal(await s.exit, 0)
 }))
 
+test("a redial refused before the upgrade (401, 503) is tried again: the process rejoins and its Turn goes on", () => withServer(async (s) => {
+  s.start(bundlePath, "sleeper", { HELMR_RECONNECT_WINDOW: "20s" })
+  const { peer } = await s.handshake()
+  await peer.type("ready")
+  peer.send(turnStart("t-1", []))
+  const w = await peer.type("wait.start")
+  peer.send({ type: "ack", turn_id: "t-1", op: w.op })
+  // A restarted control plane that has not yet adopted the process.
+  s.refusals.push(401, 503)
+  s.dropAll()
+  const { peer: p2, hello } = await s.handshake(1)
+  assert.deepEqual(s.refused, [401, 503])
+  assert.deepEqual(hello.resume, { ready: true, turn_id: "t-1" })
+  const resume = await p2.type("wait.resume")
+  p2.send({ type: "wait.resolved", turn_id: "t-1", wait_id: resume.wait_id, outcome: { status: "resolved" } })
+  const w2 = await p2.type("wait.start")
+  p2.send({ type: "ack", turn_id: "t-1", op: w2.op })
+  p2.send({ type: "wait.resolved", turn_id: "t-1", wait_id: w2.wait.id, outcome: { status: "resolved" } })
+  const st = await p2.type("turn.settle")
+  assert.equal(st.status, "completed")
+  p2.send({ type: "ack", turn_id: "t-1", op: st.op })
+  p2.send({ type: "shutdown" })
+  assert.equal(await s.exit, 0)
+  assert.doesNotMatch(s.output, /Unhandled 'error' event/)
+}))
+
 test("a cancel right behind a wait's ack withdraws the wait (wait.cancel) and the Turn settles interrupted", () => withServer(async (s) => {
   s.start(bundlePath, "sleeper")
   const { peer } = await s.handshake()
