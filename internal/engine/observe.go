@@ -47,6 +47,7 @@ func newObsStore(s store.Store, e *Engine) obsStore {
 
 func (s obsStore) Update(ctx context.Context, fn func(store.Tx) error) error {
 	start := time.Now()
+	gen := s.e.memory.generation()
 	var ot *obsTx
 	err := s.Store.Update(ctx, func(tx store.Tx) error {
 		ot = &obsTx{Tx: tx}
@@ -54,7 +55,7 @@ func (s obsStore) Update(ctx context.Context, fn func(store.Tx) error) error {
 	})
 	s.update.Observe(time.Since(start).Seconds())
 	if err == nil && ot != nil && len(ot.turns) > 0 {
-		s.e.rememberTurns(ot.turns)
+		s.e.rememberTurns(ot.turns, gen)
 		s.e.reportTurns(ctx, ot.turns)
 	}
 	return err
@@ -92,14 +93,15 @@ func noteTurn(tx store.Tx, t *store.Turn) {
 }
 
 // rememberTurns keeps the admissions and settlements of a committed
-// transaction in the Turn memory and hands each settled Turn to its
-// waiters: the one place a settlement wakes them in this process.
-func (e *Engine) rememberTurns(ts []transition) {
+// transaction, begun at memory generation gen, in the Turn memory and
+// hands each settled Turn to its waiters: the one place a settlement
+// wakes them in this process.
+func (e *Engine) rememberTurns(ts []transition, gen uint64) {
 	for _, t := range ts {
 		key := turnKey(t.sessionID, t.turnID)
 		switch {
 		case t.status == helmrtype.TurnQueued:
-			e.memory.admitted(key)
+			e.memory.admitted(key, gen)
 		case t.state != nil:
 			e.memory.settled(key, t.state)
 			e.turns.wake(key, t.state)

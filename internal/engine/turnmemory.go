@@ -17,24 +17,39 @@ const turnMemorySize = 4096
 // change commits, before its waiters are woken. A Turn settled by another
 // node is forgotten when its notice arrives (and everything when notices
 // may have been missed), so memory never answers for the store; a
-// forgotten Turn is read as before. At most turnMemorySize Turns, the
-// oldest forgotten first.
+// forgotten Turn is read as before. Such a notice can arrive between the
+// commit of the Turn's admission and its report here: an admission is
+// therefore remembered only if nothing was forgotten since its
+// transaction began (gen). At most turnMemorySize Turns, the oldest
+// forgotten first.
 type turnMemory struct {
 	mu   sync.Mutex
 	m    map[string]*helmrtype.TurnState // nil: admitted, not settled
 	ring []string
 	next int
+	// gen counts the forgets and resets.
+	gen uint64
 }
 
 func newTurnMemory() *turnMemory {
 	return &turnMemory{m: make(map[string]*helmrtype.TurnState, turnMemorySize), ring: make([]string, turnMemorySize)}
 }
 
-// admitted remembers that the Turn of key exists, unsettled.
-func (tm *turnMemory) admitted(key string) {
+// generation is the count of forgets and resets, read before a
+// transaction begins and passed to admitted after it committed.
+func (tm *turnMemory) generation() uint64 {
 	tm.mu.Lock()
 	defer tm.mu.Unlock()
-	if _, ok := tm.m[key]; !ok {
+	return tm.gen
+}
+
+// admitted remembers that the Turn of key exists, unsettled, unless a Turn
+// was forgotten since generation gen: the Turn may have settled elsewhere
+// and its notice been handled already, and it is read from the store then.
+func (tm *turnMemory) admitted(key string, gen uint64) {
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	if _, ok := tm.m[key]; !ok && tm.gen == gen {
 		tm.add(key, nil)
 	}
 }
@@ -75,6 +90,7 @@ func (tm *turnMemory) forget(key string) {
 	tm.mu.Lock()
 	defer tm.mu.Unlock()
 	delete(tm.m, key)
+	tm.gen++
 }
 
 // reset forgets every Turn.
@@ -84,4 +100,5 @@ func (tm *turnMemory) reset() {
 	clear(tm.m)
 	clear(tm.ring)
 	tm.next = 0
+	tm.gen++
 }
