@@ -12,7 +12,7 @@ import { startHelmr } from "@helmr/sdk/testing"
 import type { Helmr } from "@helmr/sdk/testing"
 import type { SessionEvent } from "@helmr/sdk"
 import type { worker } from "./fixtures/pkg/agents/basic.js"
-import { fixture, cronFixture, linkFixture, FakeServer, text, turnStart, root } from "./helpers.js"
+import { fixture, cronFixture, linkFixture, logTail, FakeServer, text, turnStart, root } from "./helpers.js"
 import { bundle } from "@helmr/sdk/testing"
 import * as path from "node:path"
 import * as os from "node:os"
@@ -188,9 +188,9 @@ describe("end to end", { skip: bin ? false : "no helmr binary: set HELMR_BIN (go
     // Still waiting, or (when the restart took longer than the wait, on a
     // loaded machine) already completed by the overdue timer.
     const after = (await turn.get()).status
-    assert.ok(after === "running" || after === "completed", "the Turn after the restart: " + after + "\n" + h.logs().slice(-4000))
+    assert.ok(after === "running" || after === "completed", "the Turn after the restart: " + after + "\n" + logTail(h, 4000))
     const o = await turn.wait()
-    assert.equal(o.status, "completed", JSON.stringify(o) + "\n" + h.logs().slice(-2000))
+    assert.equal(o.status, "completed", JSON.stringify(o) + "\n" + logTail(h, 2000))
     assert.ok((o.result as { waited: number }).waited >= 6000)
     const kinds = (await session.events.list({ limit: 1000 })).records.map((e) => e.kind)
     assert.ok(!kinds.includes("session.process_failed"), kinds.join(","))
@@ -216,7 +216,7 @@ describe("end to end: a cron trigger", { skip: bin ? false : "no helmr binary: s
       const page = await h.client.sessions.list({ agent: "ticker" })
       sessionId = page.items.find((s) => s.initialTurn !== null)?.id
       if (sessionId === undefined) {
-        assert.ok(Date.now() < deadline, "no Session of ticker within 30 s:\n" + h.logs().slice(-3000))
+        assert.ok(Date.now() < deadline, "no Session of ticker within 30 s:\n" + logTail(h, 3000))
         await new Promise((r) => setTimeout(r, 200))
       }
     }
@@ -226,7 +226,7 @@ describe("end to end: a cron trigger", { skip: bin ? false : "no helmr binary: s
     assert.deepEqual(first.source, { kind: "schedule" })
     assert.deepEqual(first.input, [{ type: "text", text: "tick" }])
     const o = await session.turns.ref(first.id).wait()
-    assert.equal(o.status, "completed", JSON.stringify(o) + "\n" + h.logs().slice(-3000))
+    assert.equal(o.status, "completed", JSON.stringify(o) + "\n" + logTail(h, 3000))
     if (o.status === "completed" && o.payloadExpiredAt === undefined) assert.deepEqual(o.result, { text: "tick", source: "schedule" })
   })
 })

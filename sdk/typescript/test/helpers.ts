@@ -80,10 +80,8 @@ export class FakeServer {
   private peers: Peer[] = []
   private waiters: Array<() => void> = []
   proc: ChildProcess | undefined
-  /** HTTP statuses that answer the next upgrades, one each, instead of accepting them. */
+  /** HTTP statuses that answer the next upgrades, one each (taken off as answered), instead of accepting them. */
   refusals: number[] = []
-  /** The statuses answered so far from refusals. */
-  readonly refused: number[] = []
   output = ""
   exit: Promise<number | null> = Promise.resolve(null)
 
@@ -95,7 +93,6 @@ export class FakeServer {
       if (status !== undefined) {
         // Answered before the upgrade, as a control plane that has not yet
         // adopted the process (or does not know its token) answers.
-        this.refused.push(status)
         sock.end(`HTTP/1.1 ${status} Refused\r\nContent-Type: text/plain\r\nContent-Length: 7\r\nConnection: close\r\n\r\nrefused`)
         return
       }
@@ -161,3 +158,11 @@ export function turnStart(id: string, input: unknown, extra: Msg = {}): Msg {
 }
 
 export const text = (s: string) => [{ type: "text" as const, text: s }]
+
+/**
+ * The last n characters of a control plane's output for a failure message,
+ * without its API key or its console login token (helmr dev prints both).
+ */
+export function logTail(h: { logs(): string; apiKey: string }, n: number): string {
+  return h.logs().split(h.apiKey).join("[api key]").replace(/token=[0-9a-f]+/g, "token=[redacted]").slice(-n)
+}
