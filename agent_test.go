@@ -234,46 +234,44 @@ func (p *picky) UnmarshalJSON(b []byte) error {
 	return json.Unmarshal(b, (*string)(p))
 }
 
+// encodeAs encodes res as an Agent with result type R encodes its
+// handler's result: with resultSchema, or the schema derived from R when
+// it is nil.
+func encodeAs[R any](ctx context.Context, resultSchema Validator[R], res R) (json.RawMessage, error) {
+	def := Agent(AgentSpec[InputContent, R, struct{}]{ID: "r", ResultSchema: resultSchema,
+		Template: Template(TemplateSpec{ID: "r", Image: Image("r").FromHost()}),
+		Turn: func(context.Context, *Turn[InputContent], *AgentContext[struct{}]) (R, error) {
+			var zero R
+			return zero, nil
+		}})
+	return runtimeAgent[InputContent, R, struct{}]{def}.encodeResult(ctx, res)
+}
+
 func TestResultEncoding(t *testing.T) {
 	ctx := context.Background()
-	tmpl := Template(TemplateSpec{ID: "r", Image: Image("r").FromHost()})
 	// The schema derived from the result type checks the handler's own
 	// encoding, which is the result as persisted.
-	derived := Agent(AgentSpec[InputContent, map[string]any, struct{}]{ID: "derived", Template: tmpl,
-		Turn: func(context.Context, *Turn[InputContent], *AgentContext[struct{}]) (map[string]any, error) {
-			return nil, nil
-		}})
 	big := int64(1<<62 + 1) // not exact as a float64
-	raw, err := runtimeAgent[InputContent, map[string]any, struct{}]{derived}.encodeResult(ctx, map[string]any{"n": big, "b": []int{1}})
+	raw, err := encodeAs[map[string]any](ctx, nil, map[string]any{"n": big, "b": []int{1}})
 	if err != nil || string(raw) != `{"b":[1],"n":4611686018427387905}` {
 		t.Fatalf("derived: %s, %v", raw, err)
 	}
 	type withSloppy struct {
 		S sloppy `json:"s"`
 	}
-	bad := Agent(AgentSpec[InputContent, withSloppy, struct{}]{ID: "bad", Template: tmpl,
-		Turn: func(context.Context, *Turn[InputContent], *AgentContext[struct{}]) (withSloppy, error) {
-			return withSloppy{}, nil
-		}})
-	if _, err := (runtimeAgent[InputContent, withSloppy, struct{}]{bad}).encodeResult(ctx, withSloppy{}); helmrtype.CodeOf(err) != helmrtype.CodeResultInvalid {
+	if _, err := encodeAs(ctx, nil, withSloppy{}); helmrtype.CodeOf(err) != helmrtype.CodeResultInvalid {
 		t.Fatalf("a result that breaks its derived schema: %v, want result_invalid", err)
 	}
 	// The result must still decode into its type.
 	type withPicky struct {
 		P picky `json:"p"`
 	}
-	strict := Agent(AgentSpec[InputContent, withPicky, struct{}]{ID: "strict", Template: tmpl,
-		Turn: func(context.Context, *Turn[InputContent], *AgentContext[struct{}]) (withPicky, error) {
-			return withPicky{}, nil
-		}})
-	if _, err := (runtimeAgent[InputContent, withPicky, struct{}]{strict}).encodeResult(ctx, withPicky{}); helmrtype.CodeOf(err) != helmrtype.CodeResultInvalid {
+	if _, err := encodeAs(ctx, nil, withPicky{}); helmrtype.CodeOf(err) != helmrtype.CodeResultInvalid {
 		t.Fatalf("a result that does not decode into its type: %v, want result_invalid", err)
 	}
 	// A validator given as ResultSchema may transform: its output is
 	// the result.
-	up := Agent(AgentSpec[InputContent, string, struct{}]{ID: "up", Template: tmpl, ResultSchema: upper{},
-		Turn: func(context.Context, *Turn[InputContent], *AgentContext[struct{}]) (string, error) { return "", nil }})
-	raw, err = runtimeAgent[InputContent, string, struct{}]{up}.encodeResult(ctx, "done")
+	raw, err = encodeAs[string](ctx, upper{}, "done")
 	if err != nil || string(raw) != `"DONE"` {
 		t.Fatalf("transforming validator: %s, %v", raw, err)
 	}
