@@ -5,13 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"regexp"
 
 	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/sessionproc"
 )
-
-var agentIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
 // InputContent is conversational input: an array of text parts. An Agent
 // whose input type is InputContent is a text Agent.
@@ -124,8 +121,8 @@ type Definition interface {
 // specification's TypeError, it panics when the ID is invalid or the
 // template or turn handler is missing.
 func Agent[I, R, S any](spec AgentSpec[I, R, S]) *AgentDef[I, R, S] {
-	if !agentIDPattern.MatchString(spec.ID) {
-		panic(fmt.Sprintf("helmr.Agent: id %q must match %s", spec.ID, agentIDPattern))
+	if !helmrtype.ValidName(spec.ID) {
+		panic(fmt.Sprintf("helmr.Agent: id %q must match %s", spec.ID, helmrtype.NamePattern))
 	}
 	if spec.Template == nil {
 		panic(fmt.Sprintf("helmr.Agent %q: Template is required", spec.ID))

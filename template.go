@@ -2,12 +2,9 @@ package helmr
 
 import (
 	"fmt"
-	"regexp"
 
 	"github.com/helmr-go/helmr/helmrtype"
 )
-
-var templateIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
 // Resources is a Template's resource request: CPU cores and memory such as
 // "512MiB" or "1GiB".
@@ -103,8 +100,8 @@ func (t *TemplateDef) ID() string { return t.m.ID }
 // Template declares a Template. It panics when the ID, image or resources
 // are invalid, since a definition error is a programming error.
 func Template(spec TemplateSpec) *TemplateDef {
-	if !templateIDPattern.MatchString(spec.ID) {
-		panic(fmt.Sprintf("helmr.Template: id %q must match %s", spec.ID, templateIDPattern))
+	if !helmrtype.ValidName(spec.ID) {
+		panic(fmt.Sprintf("helmr.Template: id %q must match %s", spec.ID, helmrtype.NamePattern))
 	}
 	if spec.Image == nil {
 		panic(fmt.Sprintf("helmr.Template %q: Image is required", spec.ID))

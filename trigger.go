@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"regexp"
 
 	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/cron"
@@ -32,9 +31,6 @@ type CronOptions struct {
 	Overlap string
 }
 
-// triggerNamePattern is the pattern every trigger name matches.
-var triggerNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
-
 // Cron returns a trigger named name that fires at each occurrence of the
 // cron pattern: five fields (minute, hour, day of month, month, day of
 // week), or six with a leading seconds field, or @yearly, @monthly,
@@ -51,8 +47,8 @@ func Cron(name, pattern string, opts CronOptions) Trigger {
 		tr.m.Overlap = helmrtype.OverlapSkip
 	}
 	switch {
-	case !triggerNamePattern.MatchString(name):
-		tr.err = fmt.Errorf("trigger name %q must match %s", name, triggerNamePattern)
+	case !helmrtype.ValidName(name):
+		tr.err = fmt.Errorf("trigger name %q must match %s", name, helmrtype.NamePattern)
 	case tr.m.Overlap != helmrtype.OverlapSkip && tr.m.Overlap != helmrtype.OverlapAllow:
 		tr.err = fmt.Errorf("trigger %q: overlap %q: want %q or %q", name, tr.m.Overlap, helmrtype.OverlapSkip, helmrtype.OverlapAllow)
 	default:

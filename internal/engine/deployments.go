@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"sort"
 
 	"github.com/helmr-go/helmr/helmrtype"
@@ -13,9 +12,6 @@ import (
 )
 
 const metaCurrentDeployment = "current_deployment"
-
-// AgentIDPattern is the pattern every Agent ID matches.
-var AgentIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
 // deployment is a parsed, immutable Deployment.
 type deployment struct {
@@ -86,8 +82,8 @@ func ValidateManifest(m *helmrtype.Manifest) error {
 	}
 	seen := map[string]bool{}
 	for i, a := range m.Agents {
-		if !AgentIDPattern.MatchString(a.ID) {
-			return invalid("agent id %q does not match %s", a.ID, AgentIDPattern)
+		if !helmrtype.ValidName(a.ID) {
+			return invalid("agent id %q does not match %s", a.ID, helmrtype.NamePattern)
 		}
 		if seen[a.ID] {
 			return invalid("agent id %q is declared twice", a.ID)

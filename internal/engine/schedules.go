@@ -312,8 +312,8 @@ func (e *Engine) GetSchedule(ctx context.Context, id string) (*helmrtype.Schedul
 
 // checkTrigger validates one trigger of Agent a in a manifest.
 func checkTrigger(a *helmrtype.AgentManifest, tr *helmrtype.TriggerManifest) error {
-	if !AgentIDPattern.MatchString(tr.Name) {
-		return fmt.Errorf("trigger name %q does not match %s", tr.Name, AgentIDPattern)
+	if !helmrtype.ValidName(tr.Name) {
+		return fmt.Errorf("trigger name %q does not match %s", tr.Name, helmrtype.NamePattern)
 	}
 	if tr.Kind != helmrtype.TriggerCron {
 		return fmt.Errorf("trigger %q: kind %q: want %q", tr.Name, tr.Kind, helmrtype.TriggerCron)

@@ -70,7 +70,7 @@ func (p *Provider) LimitsDir() string { return "" }
 func (p *Provider) Cleanup() {}
 
 func (p *Provider) dir(id string) (string, error) {
-	if !idPattern.MatchString(id) {
+	if !helmrtype.ValidName(id) {
 		return "", fmt.Errorf("local: invalid computer id %q", id)
 	}
 	return filepath.Join(p.opts.Dir, id), nil

@@ -13,7 +13,6 @@ import (
 	"errors"
 	"log/slog"
 	"os/exec"
-	"regexp"
 	"strings"
 
 	"github.com/helmr-go/helmr/helmrtype"
@@ -44,8 +43,6 @@ type Options struct {
 	// (default "helmr"); one provider per name.
 	CgroupName string
 }
-
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
 // defaultPath is PATH inside a Computer when the image sets none.
 const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

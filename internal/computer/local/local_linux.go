@@ -152,7 +152,7 @@ func (p *Provider) LimitsWhy() string {
 func (p *Provider) Limits() string { return p.limits.kind() }
 
 func (p *Provider) dir(id string) (string, error) {
-	if !idPattern.MatchString(id) {
+	if !helmrtype.ValidName(id) {
 		return "", fmt.Errorf("local: invalid computer id %q", id)
 	}
 	return filepath.Join(p.opts.Dir, id), nil
