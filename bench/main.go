@@ -51,11 +51,13 @@ var pgTCP, tracing bool
 var oneRequest bool
 
 // coldFor and coldCallers shape the concurrent cold-start phase (skipped
-// when coldFor is 0); nIdle is the idle-Sessions phase's count (0 skips).
+// when coldFor is 0); nIdle is the idle-Sessions phase's count (0 skips);
+// measureFloors runs floors before the server starts.
 var (
-	coldFor     time.Duration
-	coldCallers int
-	nIdle       int
+	coldFor       time.Duration
+	coldCallers   int
+	nIdle         int
+	measureFloors bool
 )
 
 func main() {
@@ -75,6 +77,7 @@ func main() {
 	flag.BoolVar(&oneRequest, "one-request", true, "enqueue and wait in one request (POST …/turns?wait=30s); false: POST …/turns, then GET …/wait")
 	flag.DurationVar(&coldFor, "concurrent-cold", 0, "run the concurrent cold-start phase this long (0 skips it; the issue's figure is 20s)")
 	flag.IntVar(&coldCallers, "cold-callers", 50, "callers of the concurrent cold-start phase, each creating a new Session with input and waiting for its first Turn")
+	flag.BoolVar(&measureFloors, "floors", true, "first measure the machine's floors: an fsync, and processes and sandboxes started per second")
 	flag.IntVar(&nIdle, "idle-sessions", 0, "create this many idle Sessions (no input), then measure RSS, a warm Turn, and a restart to ready (0 skips it)")
 	flag.Parse()
 	if err := run(*turns, *sessions, *callers, *warm, *cold, *syncMode, *keep); err != nil {
@@ -252,6 +255,11 @@ func run(nTurns, nSessions, nCallers, nWarm, nCold int, syncMode string, keep bo
 		return err
 	}
 	fmt.Printf("agent: %s (sdk %s, runtime %q)\n", agentKind, agent.Manifest.SDK, agent.Manifest.Runtime)
+	if measureFloors {
+		if err := floors(dir); err != nil {
+			return err
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
@@ -396,7 +404,7 @@ func run(nTurns, nSessions, nCallers, nWarm, nCold int, syncMode string, keep bo
 	fmt.Printf("server CPU over the whole run: %.0f µs per turn\n", cpuTime(srv.Process.Pid)/float64(total)*1e6)
 	fmt.Printf("server RSS after %d turns: %.1f MB\n", total, float64(rss(srv.Process.Pid))/(1<<20))
 	if coldFor > 0 {
-		if err := coldPhase(c, coldFor, coldCallers); err != nil {
+		if err := coldPhase(c, srv.Process.Pid, coldFor, coldCallers); err != nil {
 			return err
 		}
 	}
@@ -539,7 +547,8 @@ func idlePhase(c *client, bin string, args []string, srv **exec.Cmd, busy string
 // Session with input (a new Computer, a sandboxed process, init, the
 // first Turn) and waiting for its first Turn, then cancelling it; it
 // prints Sessions/s and the latency of create → first Turn settled.
-func coldPhase(c *client, d time.Duration, callers int) error {
+func coldPhase(c *client, srvPID int, d time.Duration, callers int) error {
+	srvCPU0, machine0 := cpuTime(srvPID), machineCPU()
 	var mu sync.Mutex
 	var lat []time.Duration
 	var firstErr error
@@ -570,7 +579,36 @@ func coldPhase(c *client, d time.Duration, callers int) error {
 	slices.Sort(lat)
 	fmt.Printf("concurrent cold starts (%d callers for %s, each a new Session with input → first Turn settled): %.1f sessions/s (%d); p50 %s  p99 %s\n",
 		callers, d, float64(len(lat))/wall.Seconds(), len(lat), lat[len(lat)/2].Round(time.Millisecond), lat[len(lat)*99/100].Round(time.Millisecond))
+	// Sandboxes and agent processes exit within the phase (each Session is
+	// cancelled), so their CPU is counted machine-wide: the server's own,
+	// and everything else (kernel work for namespaces and mounts, bwrap,
+	// the agents, the load generator).
+	per := func(sec float64) string {
+		return fmt.Sprintf("%.1f ms per cold start (%.0f%% of a core)", sec/float64(len(lat))*1e3, 100*sec/wall.Seconds())
+	}
+	srvCPU, all := cpuTime(srvPID)-srvCPU0, machineCPU()-machine0
+	fmt.Printf("  CPU during that phase: server %s; the rest of the machine %s\n", per(srvCPU), per(all-srvCPU))
 	return nil
+}
+
+// machineCPU is the CPU seconds every core of the machine has spent busy
+// (all but idle and iowait), from /proc/stat.
+func machineCPU() float64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
+	var busy float64
+	for i := 1; i < len(f) && i <= 8; i++ {
+		if i == 4 || i == 5 {
+			continue
+		}
+		n, _ := strconv.ParseFloat(f[i], 64)
+		busy += n
+	}
+	return busy / 100 // USER_HZ is 100 on Linux
 }
 
 // load runs n Turns spread over sessions by callers concurrent callers; a
