@@ -592,7 +592,8 @@ func coldPhase(c *client, srvPID int, d time.Duration, callers int) error {
 }
 
 // machineCPU is the CPU seconds every core of the machine has spent busy
-// (all but idle and iowait), from /proc/stat.
+// (user, nice, system, irq and softirq time; not idle, iowait, or time
+// the hypervisor gave to others), from /proc/stat.
 func machineCPU() float64 {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
@@ -601,7 +602,7 @@ func machineCPU() float64 {
 	line, _, _ := strings.Cut(string(b), "\n")
 	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
 	var busy float64
-	for i := 1; i < len(f) && i <= 8; i++ {
+	for i := 1; i < len(f) && i <= 7; i++ {
 		if i == 4 || i == 5 {
 			continue
 		}
