@@ -548,7 +548,8 @@ func idlePhase(c *client, bin string, args []string, srv **exec.Cmd, busy string
 // first Turn) and waiting for its first Turn, then cancelling it; it
 // prints Sessions/s and the latency of create → first Turn settled.
 func coldPhase(c *client, srvPID int, d time.Duration, callers int) error {
-	srvCPU0, machine0 := cpuTime(srvPID), machineCPU()
+	srv0, _ := readStat(srvPID)
+	machine0 := machineCPU()
 	var mu sync.Mutex
 	var lat []time.Duration
 	var firstErr error
@@ -580,14 +581,16 @@ func coldPhase(c *client, srvPID int, d time.Duration, callers int) error {
 	fmt.Printf("concurrent cold starts (%d callers for %s, each a new Session with input → first Turn settled): %.1f sessions/s (%d); p50 %s  p99 %s\n",
 		callers, d, float64(len(lat))/wall.Seconds(), len(lat), lat[len(lat)/2].Round(time.Millisecond), lat[len(lat)*99/100].Round(time.Millisecond))
 	// Sandboxes and agent processes exit within the phase (each Session is
-	// cancelled), so their CPU is counted machine-wide: the server's own,
-	// and everything else (kernel work for namespaces and mounts, bwrap,
-	// the agents, the load generator).
+	// cancelled): the server reaps each bubblewrap process, whose CPU
+	// includes the agent it reaped. The rest of the machine is the load
+	// generator and the kernel's own threads (and whatever else runs).
 	per := func(sec float64) string {
 		return fmt.Sprintf("%.1f ms per cold start (%.0f%% of a core)", sec/float64(len(lat))*1e3, 100*sec/wall.Seconds())
 	}
-	srvCPU, all := cpuTime(srvPID)-srvCPU0, machineCPU()-machine0
-	fmt.Printf("  CPU during that phase: server %s; the rest of the machine %s\n", per(srvCPU), per(all-srvCPU))
+	srv1, _ := readStat(srvPID)
+	own, reaped := srv1.cpu-srv0.cpu, srv1.children-srv0.children
+	fmt.Printf("  CPU during that phase: server %s; sandboxes and agents it reaped %s; the rest of the machine %s\n",
+		per(own), per(reaped), per(machineCPU()-machine0-own-reaped))
 	return nil
 }
 
