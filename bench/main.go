@@ -580,16 +580,17 @@ func coldPhase(c *client, srvPID int, d time.Duration, callers int) error {
 	slices.Sort(lat)
 	fmt.Printf("concurrent cold starts (%d callers for %s, each a new Session with input → first Turn settled): %.1f sessions/s (%d); p50 %s  p99 %s\n",
 		callers, d, float64(len(lat))/wall.Seconds(), len(lat), lat[len(lat)/2].Round(time.Millisecond), lat[len(lat)*99/100].Round(time.Millisecond))
-	// Sandboxes and agent processes exit within the phase (each Session is
+	// Sandboxes and agent processes end within the phase (each Session is
 	// cancelled): the server reaps each bubblewrap process, whose CPU
-	// includes the agent it reaped. The rest of the machine is the load
-	// generator and the kernel's own threads (and whatever else runs).
+	// includes what it reaped itself. An agent killed with its sandbox is
+	// reaped by the host's init instead, so its CPU counts in the rest of
+	// the machine, with the load generator's and the kernel threads'.
 	per := func(sec float64) string {
 		return fmt.Sprintf("%.1f ms per cold start (%.0f%% of a core)", sec/float64(len(lat))*1e3, 100*sec/wall.Seconds())
 	}
 	srv1, _ := readStat(srvPID)
 	own, reaped := srv1.cpu-srv0.cpu, srv1.children-srv0.children
-	fmt.Printf("  CPU during that phase: server %s; sandboxes and agents it reaped %s; the rest of the machine %s\n",
+	fmt.Printf("  CPU during that phase: server %s; the sandboxes it reaped %s; the rest of the machine (agents, load generator, kernel) %s\n",
 		per(own), per(reaped), per(machineCPU()-machine0-own-reaped))
 	return nil
 }
