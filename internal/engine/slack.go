@@ -374,6 +374,11 @@ func (e *Engine) decideSlackTx(ctx context.Context, tx store.Tx, in SlackInbound
 		} else if !errors.Is(err, store.ErrNotFound) {
 			return nil, err
 		}
+		// None is being posted now, but another node may have recorded
+		// this thread's ts between the two reads (each statement of a
+		// PostgreSQL write transaction sees what was committed before
+		// it): look again, or the message would be dropped.
+		th, err = tx.GetSlackThreadByTS(ctx, in.AppID, in.ChannelID, thread)
 	}
 	if errors.Is(err, store.ErrNotFound) {
 		// Only a mention outside every Session's thread opens one.
