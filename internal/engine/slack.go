@@ -366,9 +366,10 @@ func (e *Engine) decideSlackTx(ctx context.Context, tx store.Tx, in SlackInbound
 		thread = in.MessageTS
 	}
 	th, err := tx.GetSlackThreadByTS(ctx, in.AppID, in.ChannelID, thread)
-	if errors.Is(err, store.ErrNotFound) && in.ThreadTS != "" && !in.Mention {
+	if errors.Is(err, store.ErrNotFound) && in.ThreadTS != "" {
 		// A thread of the channel whose opening message is being posted
-		// (on this or another node) may be this one: decide later.
+		// (on this or another node) may be this one: decide later (a
+		// mention in it too, which must not open a second Session).
 		if _, err := tx.GetSlackThreadByTS(ctx, in.AppID, in.ChannelID, ""); err == nil {
 			return nil, &helmrtype.Error{Code: helmrtype.CodeUnavailable, Message: "a Session's opening message in this channel is being posted; try again"}
 		} else if !errors.Is(err, store.ErrNotFound) {

@@ -40,12 +40,18 @@ func (t staleThreadTx) GetSlackThreadByTS(ctx context.Context, appID, channelID,
 // the thread's ts (its first read misses the ts; by the time it looks for
 // a thread still being posted, the ts is there) becomes the Session's
 // Turn; it was dropped as a message outside every thread (seen as a rare
-// failure of e2e's TestSlackTwoNodes).
+// failure of e2e's TestSlackTwoNodes). A mention of the bot in that
+// thread opens no Session (its message event speaks for the post).
 func TestSlackReplyWhileItsThreadIsRecordedElsewhere(t *testing.T) {
+	t.Run("reply", func(t *testing.T) { slackReplyWhileRecorded(t, false) })
+	t.Run("mention", func(t *testing.T) { slackReplyWhileRecorded(t, true) })
+}
+
+func slackReplyWhileRecorded(t *testing.T, mention bool) {
 	c := &testClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	other := openLong(t, c)
 	ctx := context.Background()
-	app := &store.SlackApp{Name: "helmr", TeamID: "T1", BotUserID: "UBOT", Mode: helmrtype.SlackModeSocket, Sealed: []byte("sealed")}
+	app := &store.SlackApp{Name: "helmr", TeamID: "T1", BotUserID: "UBOT", Mode: helmrtype.SlackModeSocket, MentionAgent: "long", Sealed: []byte("sealed")}
 	if _, err := other.ConnectSlackApp(ctx, app); err != nil {
 		t.Fatal(err)
 	}
@@ -68,12 +74,18 @@ func TestSlackReplyWhileItsThreadIsRecordedElsewhere(t *testing.T) {
 	defer e.Close()
 	ss.hide.Store(true)
 	out, err := e.HandleSlackMessage(ctx, engine.SlackInbound{AppID: app.ID, EventID: "Ev1", TeamID: "T1", ChannelID: "C1",
-		ThreadTS: th.ThreadTS, MessageTS: "1767225601.000200", UserID: "U1", Text: "hello"})
+		ThreadTS: th.ThreadTS, MessageTS: "1767225601.000200", UserID: "U1", Text: "hello", Mention: mention})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ss.hide.Load() {
 		t.Fatal("the thread's first lookup was not made")
+	}
+	if mention {
+		if out.Action != engine.SlackIgnore {
+			t.Fatalf("a mention in Session %s's thread: outcome %+v, want ignore", sid, out)
+		}
+		return
 	}
 	if out.Action != engine.SlackEnqueue || out.SessionID != sid || out.TurnID == "" {
 		t.Fatalf("outcome %+v, want a Turn of Session %s", out, sid)
