@@ -618,11 +618,17 @@ func (e *Engine) QueuedWork(ctx context.Context, sessionID string) (bool, error)
 	return ok, err
 }
 
-// RecordDeadline records that a running Turn reached its max_turn_duration.
+// RecordDeadline records that a running Turn reached its max_turn_duration,
+// or one that its process settled already on its own deadline (the SDK
+// puts the deadline on the Turn's context, so its settlement may commit
+// before the server's timer is recorded).
 func (e *Engine) RecordDeadline(ctx context.Context, sessionID, turnID string) error {
 	err := e.store.Update(ctx, func(tx store.Tx) error {
 		if _, err := e.runningTurnTx(ctx, tx, sessionID, turnID); err != nil {
-			return err
+			t, gerr := e.getTurnTx(ctx, tx, sessionID, turnID)
+			if gerr != nil || t.Status != helmrtype.TurnInterrupted || t.ErrorCode != string(helmrtype.CodeDeadlineExceeded) {
+				return err
+			}
 		}
 		_, err := e.appendEvent(ctx, tx, sessionID, turnID, helmrtype.EventSessionDeadline, nil, e.Now())
 		return err

@@ -271,7 +271,12 @@ func (s *Supervisor) handle(ctx context.Context, p *proc, m *protocol.Msg) {
 		p.mu.Lock()
 		mine := p.running == m.TurnID && p.state == stateReady && !retire
 		var traceParent string
+		// The process settles on its own deadline (the SDK's context
+		// has it) before this node's timer fired: the deadline is
+		// recorded all the same, before the settlement.
+		deadlineFirst := false
 		if p.running == m.TurnID {
+			deadlineFirst = m.Error != nil && m.Error.Code == helmrtype.CodeDeadlineExceeded && p.deadline != nil && p.deadline.Stop()
 			traceParent = p.trace
 			p.trace = ""
 			p.stopTimers()
@@ -288,6 +293,11 @@ func (s *Supervisor) handle(ctx context.Context, p *proc, m *protocol.Msg) {
 			p.retireTimer = time.AfterFunc(retireGrace, p.kill)
 		}
 		p.mu.Unlock()
+		if deadlineFirst {
+			if err := s.eng.RecordDeadline(ctx, p.sessionID, m.TurnID); err != nil {
+				s.log.Warn("record a turn's deadline", "session", p.sessionID, "turn", m.TurnID, "err", err)
+			}
+		}
 		var span trace.Span
 		if traceParent != "" {
 			_, span, _ = s.eng.Tracer().StartTurnChild(ctx, traceParent, m.TurnID, obs.SpanSettle,
