@@ -43,6 +43,7 @@ func newEngineOn(t testing.TB, synchronous string, opts engine.Options) *engine.
 		Agents: []helmrtype.AgentManifest{
 			{ID: "echo", Template: "box", InputKind: "text", CloseAfterIdle: "7d", HibernateAfterIdle: "never"},
 			{ID: "typed", Template: "box", InputKind: "json", CloseAfterIdle: "never", HibernateAfterIdle: "never"},
+			{ID: "timed", Template: "box", InputKind: "text", CloseAfterIdle: "7d", HibernateAfterIdle: "never", MaxTurnDuration: "1m"},
 		}}
 	if _, err := e.PublishDeployment(ctx, "sha256:test", m, "", ""); err != nil {
 		t.Fatal(err)

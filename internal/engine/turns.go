@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/store"
@@ -618,19 +619,34 @@ func (e *Engine) QueuedWork(ctx context.Context, sessionID string) (bool, error)
 	return ok, err
 }
 
+// deadlineSkew is how much earlier than this node's clock a process's
+// clock may see a Turn's deadline come.
+const deadlineSkew = time.Second
+
 // RecordDeadline records that a running Turn reached its max_turn_duration,
 // or one that its process settled already on its own deadline (the SDK
 // puts the deadline on the Turn's context, so its settlement may commit
-// before the server's timer is recorded).
+// before the server's timer is recorded). The deadline must have come by
+// this node's clock, give or take deadlineSkew.
 func (e *Engine) RecordDeadline(ctx context.Context, sessionID, turnID string) error {
 	err := e.store.Update(ctx, func(tx store.Tx) error {
-		if _, err := e.runningTurnTx(ctx, tx, sessionID, turnID); err != nil {
-			t, gerr := e.getTurnTx(ctx, tx, sessionID, turnID)
-			if gerr != nil || t.Status != helmrtype.TurnInterrupted || t.ErrorCode != string(helmrtype.CodeDeadlineExceeded) {
+		t, err := e.runningTurnTx(ctx, tx, sessionID, turnID)
+		if err != nil {
+			settled, gerr := e.getTurnTx(ctx, tx, sessionID, turnID)
+			if gerr != nil || settled.Status != helmrtype.TurnInterrupted || settled.ErrorCode != string(helmrtype.CodeDeadlineExceeded) {
 				return err
 			}
+			t = settled
 		}
-		_, err := e.appendEvent(ctx, tx, sessionID, turnID, helmrtype.EventSessionDeadline, nil, e.Now())
+		s, err := e.getSessionTx(ctx, tx, sessionID)
+		if err != nil {
+			return err
+		}
+		d, err := helmrtype.ParseDuration(s.MaxTurnDuration)
+		if s.MaxTurnDuration == "" || err != nil || t.StartedAt == nil || e.Now().Before(t.StartedAt.Add(d-deadlineSkew)) {
+			return helmrtype.Errorf(helmrtype.CodeInvalidRequest, "turn %s has not reached a max_turn_duration", turnID)
+		}
+		_, err = e.appendEvent(ctx, tx, sessionID, turnID, helmrtype.EventSessionDeadline, nil, e.Now())
 		return err
 	})
 	if err == nil {

@@ -273,7 +273,8 @@ func (s *Supervisor) handle(ctx context.Context, p *proc, m *protocol.Msg) {
 		var traceParent string
 		// The process settles on its own deadline (the SDK's context
 		// has it) before this node's timer fired: the deadline is
-		// recorded all the same, before the settlement.
+		// recorded all the same, before the settlement (RecordDeadline
+		// checks that it has come by this node's clock).
 		deadlineFirst := false
 		if p.running == m.TurnID {
 			deadlineFirst = m.Error != nil && m.Error.Code == helmrtype.CodeDeadlineExceeded && p.deadline != nil && p.deadline.Stop()
