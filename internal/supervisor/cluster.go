@@ -2,6 +2,8 @@ package supervisor
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
@@ -120,7 +122,7 @@ func (s *Supervisor) endLeases() {
 // other node settled. (A lease this node released is never missed: a
 // launch waits for the release before it takes the lease again.)
 func (s *Supervisor) renew(ctx context.Context) {
-	began := time.Now()
+	began := s.clock.Now()
 	held, err := s.eng.RenewLeases(ctx, s.opts.LeaseTTL)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -216,10 +218,7 @@ func (s *Supervisor) Notice(n store.Notice) {
 func (s *Supervisor) resumeWaits(p *proc) {
 	p.mu.Lock()
 	turn := p.running
-	ids := make([]string, 0, len(p.waits))
-	for id := range p.waits {
-		ids = append(ids, id)
-	}
+	ids := slices.Collect(maps.Keys(p.life.waits))
 	p.mu.Unlock()
 	for _, id := range ids {
 		if o, err := s.eng.ResumeWait(s.ctx, p.sessionID, id); err == nil && o != nil {

@@ -118,18 +118,8 @@ func (s *Supervisor) Residency(computerID string) (string, *helmrtype.Error) {
 	}
 	for _, p := range procs {
 		p.mu.Lock()
-		on := p.launch != nil && p.launch.Session.ComputerID == computerID && p.state != stateDead
-		r := helmrtype.ResidencyRunning
-		switch {
-		case p.state == stateStarting:
-			r = helmrtype.ResidencyStarting
-		case p.restoring:
-			r = helmrtype.ResidencyRestoring
-		case p.parking:
-			r = helmrtype.ResidencyParking
-		case p.frozen:
-			r = helmrtype.ResidencyParked
-		}
+		on := p.launch != nil && p.launch.Session.ComputerID == computerID && p.life.phase != phaseDead
+		r, _ := p.life.apiResidency()
 		p.mu.Unlock()
 		if on && residencyRank[r] > residencyRank[res] {
 			res = r
@@ -358,24 +348,14 @@ func (s *Supervisor) ProcessStates() (running, frozen int, residency map[string]
 	s.mu.Unlock()
 	for _, p := range procs {
 		p.mu.Lock()
-		if p.state == stateDead || p.launch == nil {
+		if p.life.phase == phaseDead || p.launch == nil {
 			p.mu.Unlock()
 			continue
 		}
-		r := helmrtype.ResidencyRunning
-		switch {
-		case p.state == stateStarting:
-			r = helmrtype.ResidencyStarting
-		case p.restoring:
-			r = helmrtype.ResidencyRestoring
-		case p.parking:
-			r = helmrtype.ResidencyParking
-		case p.frozen:
-			r = helmrtype.ResidencyParked
-		}
+		r, suspended := p.life.apiResidency()
 		id := p.launch.Session.ComputerID
 		p.mu.Unlock()
-		if r == helmrtype.ResidencyParked {
+		if suspended {
 			frozen++
 		} else {
 			running++

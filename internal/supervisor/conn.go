@@ -61,7 +61,7 @@ func (s *Supervisor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer s.conns.Done()
 	conn.SetReadLimit(32 << 20)
 	p.mu.Lock()
-	if p.conn != nil || (p.state != stateStarting && p.state != stateReattaching) {
+	if p.conn != nil || (p.life.phase != phaseStarting && p.life.phase != phaseReattaching) {
 		p.mu.Unlock()
 		conn.Close(websocket.StatusPolicyViolation, "process already connected")
 		return
@@ -119,7 +119,7 @@ func (s *Supervisor) serve(p *proc, conn *websocket.Conn) {
 			// The connection is the process's lifeline: without it the
 			// process cannot work, so it is ended and noticed as an exit.
 			p.mu.Lock()
-			dead := p.state == stateDead
+			dead := p.life.phase == phaseDead
 			p.mu.Unlock()
 			s.mu.Lock()
 			detaching := s.detaching
@@ -200,7 +200,7 @@ func (s *Supervisor) handle(ctx context.Context, p *proc, m *protocol.Msg) {
 		}
 		p.mu.Lock()
 		l := p.launch
-		reattaching := p.state == stateReattaching
+		reattaching := p.life.phase == phaseReattaching
 		p.mu.Unlock()
 		if reattaching {
 			s.reattach(ctx, p, m.Resume)
@@ -215,14 +215,10 @@ func (s *Supervisor) handle(ctx context.Context, p *proc, m *protocol.Msg) {
 		}
 		w := &protocol.Welcome{Agent: l.Session.Agent, SessionID: l.Session.ID, SessionKey: l.Session.Key,
 			ParentID: l.Session.ParentSessionID, ComputerID: l.Session.ComputerID, DeploymentID: l.Session.DeploymentID,
-			Recovery: protocol.Recovery{Kind: l.Recovery, Reason: l.RecoveryReason}, ServerTime: time.Now().UTC()}
+			Recovery: protocol.Recovery{Kind: l.Recovery, Reason: l.RecoveryReason}, ServerTime: s.clock.Now().UTC()}
 		s.send(p, &protocol.Msg{Type: protocol.TypeWelcome, Welcome: w})
 	case protocol.TypeReady:
-		p.mu.Lock()
-		if p.state == stateStarting {
-			p.state = stateReady
-		}
-		p.mu.Unlock()
+		s.step(p, event{kind: evReady})
 		if s.isClosing() {
 			s.send(p, &protocol.Msg{Type: protocol.TypeShutdown})
 			return
@@ -231,13 +227,15 @@ func (s *Supervisor) handle(ctx context.Context, p *proc, m *protocol.Msg) {
 	case protocol.TypeStopping:
 		p.mu.Lock()
 		p.expected = true
-		if p.state == stateReady {
-			p.state = stateStopping
+		var acts []action
+		if p.life.phase == phaseReady {
+			acts = s.applyLocked(p, event{kind: evStop})
 		}
 		p.mu.Unlock()
+		s.carry(p, acts)
 	case protocol.TypeInitFailed:
 		p.mu.Lock()
-		stopping := p.state == stateStopping || p.expected
+		stopping := p.life.phase == phaseStopping || p.expected
 		p.mu.Unlock()
 		if stopping || s.isClosing() {
 			return // init ended by a shutdown: the queued Turns stay queued
@@ -269,31 +267,33 @@ func (s *Supervisor) handle(ctx context.Context, p *proc, m *protocol.Msg) {
 		// retires its process: the SDK exits after settling.
 		retire := m.Error != nil && m.Error.Code == helmrtype.CodeCleanupFailed
 		p.mu.Lock()
-		mine := p.running == m.TurnID && p.state == stateReady && !retire
+		mine := p.running == m.TurnID && p.life.phase == phaseReady && !retire
 		var traceParent string
 		// The process settles on its own deadline (the SDK's context
 		// has it) before this node's timer fired: the deadline is
 		// recorded all the same, before the settlement (RecordDeadline
 		// checks that it has come by this node's clock).
 		deadlineFirst := false
+		var acts []action
 		if p.running == m.TurnID {
 			deadlineFirst = m.Error != nil && m.Error.Code == helmrtype.CodeDeadlineExceeded && p.deadline != nil && p.deadline.Stop()
 			traceParent = p.trace
 			p.trace = ""
 			p.stopTimers()
 			p.cancelled = false
-			p.waits = nil
 			p.running = ""
 			if mine {
 				p.running = "-"
 			}
+			acts = s.applyLocked(p, event{kind: evTurnEnded})
 		}
-		if retire && p.state == stateReady {
+		if retire && p.life.phase == phaseReady {
 			p.retired = "a turn's cleanup failed; the session process was retired (" + m.Error.Message + ")"
-			p.state = stateStopping
-			p.retireTimer = time.AfterFunc(retireGrace, p.kill)
+			acts = append(acts, s.applyLocked(p, event{kind: evStop})...)
+			p.retireTimer = s.clock.AfterFunc(retireGrace, p.kill)
 		}
 		p.mu.Unlock()
+		s.carry(p, acts)
 		if deadlineFirst {
 			if err := s.eng.RecordDeadline(ctx, p.sessionID, m.TurnID); err != nil {
 				s.log.Warn("record a turn's deadline", "session", p.sessionID, "turn", m.TurnID, "err", err)

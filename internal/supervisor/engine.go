@@ -40,7 +40,7 @@ func (s *Supervisor) Reserve(sessionID string) engine.Reservation {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.state != stateReady || p.running != "" {
+	if p.life.phase != phaseReady || p.running != "" {
 		return nil
 	}
 	p.running, p.recheck = "-", false
@@ -61,7 +61,7 @@ func (s *Supervisor) TurnMessage(sessionID, turnID string) {
 		return
 	}
 	p.mu.Lock()
-	running := p.running == turnID && p.state == stateReady
+	running := p.running == turnID && p.life.phase == phaseReady
 	if p.running == "-" {
 		p.pendingMsgs = true // a start is in flight: started sends them
 	}
@@ -85,13 +85,7 @@ func (s *Supervisor) WaitStarted(sessionID, turnID, waitID string, idle time.Dur
 	if p == nil {
 		return
 	}
-	p.mu.Lock()
-	if p.waits == nil {
-		p.waits = map[string]time.Duration{}
-	}
-	p.waits[waitID] = idle
-	p.mu.Unlock()
-	s.activity(p)
+	s.step(p, event{kind: evWaitStarted, wait: waitID, idle: idle})
 }
 
 // WaitResolved wakes the process if it is suspended and hands it the
@@ -101,10 +95,7 @@ func (s *Supervisor) WaitResolved(sessionID, turnID, waitID string, o *helmrtype
 	if p == nil {
 		return
 	}
-	p.mu.Lock()
-	delete(p.waits, waitID)
-	p.mu.Unlock()
-	s.activity(p)
+	s.step(p, event{kind: evWaitEnded, wait: waitID})
 	s.sendResolved(p, turnID, waitID, o)
 }
 
@@ -123,12 +114,13 @@ func (s *Supervisor) SessionClosed(sessionID string) {
 // stopIdle asks an idle, ready process to shut down.
 func (s *Supervisor) stopIdle(p *proc) {
 	p.mu.Lock()
-	if p.state != stateReady || p.running != "" {
+	if p.life.phase != phaseReady || p.running != "" {
 		p.mu.Unlock()
 		return
 	}
-	p.state, p.expected = stateStopping, true
+	p.expected = true
+	acts := s.applyLocked(p, event{kind: evStop})
 	p.mu.Unlock()
-	s.activity(p)
+	s.carry(p, acts)
 	s.send(p, &protocol.Msg{Type: protocol.TypeShutdown})
 }

@@ -15,13 +15,13 @@ import (
 // call is in flight. ctx ends with the connection.
 func (s *Supervisor) startMCP(ctx context.Context, p *proc, m *protocol.Msg) {
 	p.mu.Lock()
-	p.mcpCalls++
-	s.armIdle(p)
+	acts := s.applyLocked(p, event{kind: evCallStarted})
 	traceParent := p.trace
 	if p.running != m.TurnID {
 		traceParent = ""
 	}
 	p.mu.Unlock()
+	s.carry(p, acts)
 	// A Turn this call admits (a child Session's) links to the calling
 	// Turn's span.
 	if sc, ok := obs.TurnSpanContext(traceParent, m.TurnID); ok {
@@ -44,14 +44,12 @@ func (s *Supervisor) startMCP(ctx context.Context, p *proc, m *protocol.Msg) {
 		if err != nil {
 			r.Error, r.Result = toError(err), nil
 		}
-		p.mu.Lock()
-		p.mcpCalls--
-		p.mu.Unlock()
+		// Busy no more, and thawed (were it frozen) before the result.
+		s.step(p, event{kind: evCallEnded})
 		if ctx.Err() == nil {
 			if serr := s.send(p, r); serr != nil {
 				s.log.Debug("mcp.result", "session", p.sessionID, "err", serr)
 			}
 		}
-		s.activity(p)
 	}()
 }

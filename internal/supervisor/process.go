@@ -22,13 +22,14 @@ func (s *Supervisor) start(p *proc, token string) {
 		return
 	}
 	p.mu.Lock()
-	p.leasedAt = time.Now()
+	p.leasedAt = s.clock.Now()
 	p.mu.Unlock()
 	var bin string
 	l, err := s.eng.PrepareLaunch(ctx, p.sessionID, false)
 	if err == nil {
 		p.mu.Lock()
 		p.launch = l
+		p.life.policy = policyOf(l.Agent.Actor, l.Agent.IdleTimeout, l.Session.HibernateAfterIdle)
 		p.mu.Unlock()
 		bin = l.Binary
 		if s.opts.ResolveBinary != nil {
@@ -48,10 +49,10 @@ func (s *Supervisor) start(p *proc, token string) {
 			p.mu.Lock()
 			p.process = proc
 			killed := p.killed
-			if p.state == stateStarting && p.conn == nil {
-				p.helloTimer = time.AfterFunc(helloTimeout, func() {
+			if p.life.phase == phaseStarting && p.conn == nil {
+				p.helloTimer = s.clock.AfterFunc(helloTimeout, func() {
 					p.mu.Lock()
-					silent := p.state == stateStarting && p.conn == nil
+					silent := p.life.phase == phaseStarting && p.conn == nil
 					p.mu.Unlock()
 					if silent {
 						s.log.Warn("session process did not connect in time; ending it", "session", p.sessionID)
@@ -188,8 +189,8 @@ func (s *Supervisor) exited(p *proc) {
 		}
 	}
 	p.mu.Lock()
-	wasReady := p.state == stateReady || p.state == stateStopping
-	p.state = stateDead
+	wasReady := p.life.phase == phaseReady || p.life.phase == phaseStopping
+	s.applyLocked(p, event{kind: evExited})
 	running := p.running
 	drainKilled := p.drainKilled
 	expected := p.expected
@@ -287,22 +288,10 @@ func (s *Supervisor) relaunchIfWork(sessionID string) {
 }
 
 func (p *proc) stopTimers() {
-	for _, t := range []**time.Timer{&p.helloTimer, &p.retireTimer} {
+	for _, t := range []*Timer{&p.helloTimer, &p.retireTimer, &p.killTimer, &p.deadline, &p.idleTimer} {
 		if *t != nil {
 			(*t).Stop()
 			*t = nil
 		}
-	}
-	if p.killTimer != nil {
-		p.killTimer.Stop()
-		p.killTimer = nil
-	}
-	if p.deadline != nil {
-		p.deadline.Stop()
-		p.deadline = nil
-	}
-	if p.idleTimer != nil {
-		p.idleTimer.Stop()
-		p.idleTimer = nil
 	}
 }

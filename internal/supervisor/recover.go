@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"context"
-	"time"
 
 	"github.com/coder/websocket"
 	"github.com/helmr-go/helmr/internal/protocol"
@@ -56,7 +55,7 @@ func (s *Supervisor) Recover(ctx context.Context) error {
 				continue
 			}
 		}
-		p := &proc{sessionID: r.SessionID, tokenHash: r.TokenHash, launchID: r.LaunchID, process: ap, state: stateReattaching, leasedAt: time.Now()}
+		p := &proc{sessionID: r.SessionID, tokenHash: r.TokenHash, launchID: r.LaunchID, process: ap, life: lifecycle{phase: phaseReattaching}, leasedAt: s.clock.Now()}
 		live[r.SessionID] = true
 		adopted = append(adopted, p)
 	}
@@ -70,9 +69,9 @@ func (s *Supervisor) Recover(ctx context.Context) error {
 	for _, p := range adopted {
 		s.attachFreezer(p, p.process.(*adoptedProcess).PID())
 		p.mu.Lock()
-		p.helloTimer = time.AfterFunc(s.opts.ReattachWindow, func() {
+		p.helloTimer = s.clock.AfterFunc(s.opts.ReattachWindow, func() {
 			p.mu.Lock()
-			silent := p.state == stateReattaching
+			silent := p.life.phase == phaseReattaching
 			p.mu.Unlock()
 			if silent {
 				s.log.Warn("session process did not reattach in time; ending it", "session", p.sessionID)
@@ -132,14 +131,12 @@ func (s *Supervisor) reattach(ctx context.Context, p *proc, r *protocol.Resume) 
 	p.mu.Lock()
 	l.Recovery = protocol.RecoveryReattached
 	p.launch = l
+	p.life.policy = policyOf(l.Agent.Actor, l.Agent.IdleTimeout, l.Session.HibernateAfterIdle)
 	if p.helloTimer != nil {
 		p.helloTimer.Stop()
 		p.helloTimer = nil
 	}
-	p.state = stateStarting
-	if r.Ready {
-		p.state = stateReady
-	}
+	acts := s.applyLocked(p, event{kind: evReattached, ready: r.Ready})
 	p.sentMsgs = map[string]bool{}
 	switch {
 	case unseen:
@@ -150,23 +147,21 @@ func (s *Supervisor) reattach(ctx context.Context, p *proc, r *protocol.Resume) 
 		s.armDeadline(p, t)
 	}
 	p.mu.Unlock()
+	s.carry(p, acts)
 	if t != nil && !unseen {
 		// Its open waits count for suspension again.
 		if ws, err := s.eng.OpenWaitsOf(ctx, p.sessionID); err == nil {
-			p.mu.Lock()
-			p.waits = map[string]time.Duration{}
 			for _, w := range ws {
 				if w.TurnID == t.ID {
-					p.waits[w.ID] = w.IdleTimeout
+					s.step(p, event{kind: evWaitStarted, wait: w.ID, idle: w.IdleTimeout})
 				}
 			}
-			p.mu.Unlock()
 		}
 	}
 	s.log.Info("session process reattached", "session", p.sessionID, "turn", r.TurnID)
 	w := &protocol.Welcome{Agent: l.Session.Agent, SessionID: l.Session.ID, SessionKey: l.Session.Key,
 		ParentID: l.Session.ParentSessionID, ComputerID: l.Session.ComputerID, DeploymentID: l.Session.DeploymentID,
-		Recovery: protocol.Recovery{Kind: l.Recovery, Reason: l.RecoveryReason}, ServerTime: time.Now().UTC()}
+		Recovery: protocol.Recovery{Kind: l.Recovery, Reason: l.RecoveryReason}, ServerTime: s.clock.Now().UTC()}
 	s.send(p, &protocol.Msg{Type: protocol.TypeWelcome, Welcome: w})
 	s.activity(p)
 	switch {
@@ -242,9 +237,9 @@ func (s *Supervisor) Close(ctx context.Context) {
 	for _, p := range procs {
 		p.mu.Lock()
 		p.expected = true
-		p.state = stateStopping
+		acts := s.applyLocked(p, event{kind: evStop})
 		p.mu.Unlock()
-		s.activity(p)
+		s.carry(p, acts)
 		s.send(p, &protocol.Msg{Type: protocol.TypeShutdown})
 	}
 	done := make(chan struct{})

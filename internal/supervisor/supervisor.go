@@ -56,6 +56,8 @@ type Options struct {
 	// renewal when several nodes share the database (default 15 s): after
 	// a node dies, its Sessions wait that long before another takes them.
 	LeaseTTL time.Duration
+	// Clock runs the supervisor's timers (default SystemClock).
+	Clock Clock
 }
 
 // Default windows of Options.
@@ -70,6 +72,7 @@ type Supervisor struct {
 	deleg    *delegation.Dispatcher
 	launcher Launcher
 	log      *slog.Logger
+	clock    Clock
 	socket   string
 	opts     Options
 
@@ -116,26 +119,17 @@ func New(eng *engine.Engine, l Launcher, opts Options) *Supervisor {
 	if opts.LeaseTTL <= 0 {
 		opts.LeaseTTL = DefaultLeaseTTL
 	}
+	if opts.Clock == nil {
+		opts.Clock = SystemClock
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Supervisor{eng: eng, launcher: l, log: opts.Logger, socket: opts.SocketPath, opts: opts, ctx: ctx, cancel: cancel,
+	s := &Supervisor{eng: eng, launcher: l, log: opts.Logger, clock: opts.Clock, socket: opts.SocketPath, opts: opts, ctx: ctx, cancel: cancel,
 		procs: map[string]*proc{}, tokens: map[string]*proc{}, deleg: delegation.New(eng),
 		releasing: map[string]chan struct{}{}, unavailable: map[string]*helmrtype.Error{}, exiting: map[string]int{}}
 	eng.SetNotifier(s)
 	eng.SetCommandRunner(s)
 	return s
 }
-
-type procState int
-
-const (
-	stateStarting procState = iota
-	stateReady
-	stateStopping
-	stateDead
-	// stateReattaching: a process that survived a control-plane restart,
-	// not reconnected yet.
-	stateReattaching
-)
 
 // proc is one session process and its connection.
 type proc struct {
@@ -145,14 +139,15 @@ type proc struct {
 	launch    *engine.Launch
 	process   Process
 
-	mu        sync.Mutex
-	state     procState
+	mu sync.Mutex
+	// life is the process's phase and residency (lifecycle.go).
+	life      lifecycle
 	conn      *websocket.Conn
 	running   string // the Turn the process runs, "" when idle
 	cancelled bool   // a cancel was sent for running
 	recheck   bool   // work may have arrived while a dispatch was in flight
-	killTimer *time.Timer
-	deadline  *time.Timer
+	killTimer Timer
+	deadline  Timer
 	expected  bool   // the process was asked to stop
 	killed    bool   // kill was asked, maybe before the process existed
 	initError string // init failed with this message
@@ -174,20 +169,11 @@ type proc struct {
 	pendingCancel map[string]string
 	pendingMsgs   bool
 	sentMsgs      map[string]bool // messages sent for the running Turn
-	helloTimer    *time.Timer
-	retireTimer   *time.Timer
-	// waits are the open waits of the running Turn, with their idle
-	// timeouts; see suspend.go.
-	waits map[string]time.Duration
-	// mcpCalls counts runtime MCP calls in flight: the process is busy.
-	mcpCalls int
-	freeze   freezer.Handle // nil when the host cannot freeze
-	frozen   bool
-	// parking and restoring: a Freeze or a Thaw is in progress.
-	parking, restoring bool
-	lastActive         time.Time
-	idleTimer          *time.Timer
-	welcomed           bool // welcome was sent on the connection
+	helloTimer    Timer
+	retireTimer   Timer
+	freeze        freezer.Handle // nil when the host cannot freeze
+	idleTimer     Timer
+	welcomed      bool // welcome was sent on the connection
 	// sessionClosed: the Session is closed; the process stops once idle.
 	sessionClosed bool
 	// recorded is closed once a new launch is recorded in the store and

@@ -2,8 +2,6 @@ package supervisor
 
 import (
 	"context"
-	"maps"
-	"slices"
 	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
@@ -17,140 +15,98 @@ import (
 // shutdown) thaws it first. The wait's own deadlines run in the engine, so
 // a frozen process still gets its timeout on time. An Actor waiting in
 // Receive (ready, no running Turn) is suspended the same way after its
-// Agent's idle timeout; a new Turn thaws it.
+// Agent's idle timeout; a new Turn thaws it. The decisions are the
+// lifecycle's (lifecycle.go); this file carries them out.
+
+// slot returns the facts of the process's Turn slot the lifecycle reads;
+// p.mu is held.
+func (p *proc) slot() slot { return slot{busy: p.running != "", cancelling: p.cancelled} }
+
+// step applies ev to the process's lifecycle and carries out what it
+// returns: timers at once, under the lock; a Freeze, a Thaw and the wait
+// events after it, in this goroutine (so a process is thawed before
+// whatever woke it is sent). p.mu is not held.
+func (s *Supervisor) step(p *proc, ev event) {
+	p.mu.Lock()
+	acts := s.applyLocked(p, ev)
+	p.mu.Unlock()
+	s.carry(p, acts)
+}
+
+// applyLocked applies ev and arms or stops the idle timer as it says; it
+// returns the rest of the actions. p.mu is held.
+func (s *Supervisor) applyLocked(p *proc, ev event) []action {
+	if ev.at.IsZero() {
+		ev.at = s.clock.Now()
+	}
+	acts := p.life.apply(ev, p.slot())
+	rest := acts[:0:0]
+	for _, a := range acts {
+		switch a.kind {
+		case actArmIdle:
+			if p.idleTimer == nil {
+				p.idleTimer = s.clock.AfterFunc(a.after, func() { s.idleDue(p) })
+			} else {
+				p.idleTimer.Reset(a.after)
+			}
+		case actStopIdle:
+			if p.idleTimer != nil {
+				p.idleTimer.Stop()
+			}
+		default:
+			rest = append(rest, a)
+		}
+	}
+	return rest
+}
+
+// carry carries out a transition's blocking actions; p.mu is not held.
+func (s *Supervisor) carry(p *proc, acts []action) {
+	for _, a := range acts {
+		p.mu.Lock()
+		h, turn := p.freeze, p.running
+		p.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		switch a.kind {
+		case actFreeze:
+			var err error
+			if h != nil {
+				err = h.Freeze(ctx)
+			}
+			if err != nil {
+				s.log.Error("freeze session process", "session", p.sessionID, "err", err)
+			}
+			s.step(p, event{kind: evFreezeDone, err: err})
+		case actThaw:
+			var err error
+			if h != nil {
+				err = h.Thaw(ctx)
+			}
+			if err != nil {
+				s.log.Error("thaw session process", "session", p.sessionID, "err", err)
+			}
+			s.step(p, event{kind: evThawDone, err: err})
+		case actSuspended:
+			s.log.Debug("session process suspended", "session", p.sessionID, "waits", a.waits)
+			s.eng.RecordWaitEvent(ctx, p.sessionID, turn, helmrtype.EventWaitSuspended, a.waits, a.why)
+		case actResumed:
+			s.eng.RecordWaitEvent(ctx, p.sessionID, turn, helmrtype.EventWaitResumed, a.waits, a.why)
+		}
+		cancel()
+	}
+}
 
 // activity marks the process busy now: a frozen process is thawed and the
 // idle clock restarts.
-func (s *Supervisor) activity(p *proc) {
-	p.mu.Lock()
-	if p.freeze == nil {
-		p.mu.Unlock()
-		return
-	}
-	p.lastActive = time.Now()
-	wasFrozen := p.frozen
-	p.frozen = false
-	h, turn := p.freeze, p.running
-	var ids []string
-	var idleWhy string
-	if wasFrozen {
-		ids = slices.Sorted(maps.Keys(p.waits))
-		idleWhy = p.idleWhy()
-	}
-	s.armIdle(p)
-	p.mu.Unlock()
-	if wasFrozen && h != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		p.mu.Lock()
-		p.restoring = true
-		p.mu.Unlock()
-		err := h.Thaw(ctx)
-		p.mu.Lock()
-		p.restoring = false
-		p.mu.Unlock()
-		if err != nil {
-			s.log.Error("thaw session process", "session", p.sessionID, "err", err)
-		}
-		s.eng.RecordWaitEvent(ctx, p.sessionID, turn, helmrtype.EventWaitResumed, ids, idleWhy)
-	}
-}
+func (s *Supervisor) activity(p *proc) { s.step(p, event{kind: evActivity}) }
 
-// armIdle (re)starts the idle timer, or stops it when the process does not
-// wait; p.mu is held.
-func (s *Supervisor) armIdle(p *proc) {
-	idle, ok := p.idleFor()
-	switch {
-	case !ok || p.freeze == nil:
-		if p.idleTimer != nil {
-			p.idleTimer.Stop()
-		}
-	case p.idleTimer == nil:
-		p.idleTimer = time.AfterFunc(idle, func() { s.maybeSuspend(p) })
-	default:
-		p.idleTimer.Reset(idle)
-	}
-}
-
-// idleFor is how long the process stays hot in its current state: the
-// longest idle timeout of its open waits; for an idle process (ready, no
-// Turn) the shorter of an Actor's idle timeout and the Session's
-// hibernateAfterIdle. ok is false when it may not be suspended. p.mu is
-// held.
-func (p *proc) idleFor() (idle time.Duration, ok bool) {
-	if p.mcpCalls > 0 {
-		return 0, false // a runtime MCP call (such as wait_turn) is in flight
-	}
-	for _, d := range p.waits {
-		idle, ok = max(idle, d), true
-	}
-	if ok || p.running != "" || p.state != stateReady || p.launch == nil {
-		return idle, ok
-	}
-	if p.launch.Agent.Actor {
-		idle, _ = helmrtype.ParseIdleTimeout(p.launch.Agent.IdleTimeout) // checked with the manifest
-		ok = true
-	}
-	if h, never, err := helmrtype.ParseRetention(p.launch.Session.HibernateAfterIdle); err == nil && !never && (!ok || h < idle) {
-		idle, ok = h, true
-	}
-	return idle, ok
-}
-
-// idleWhy names what an idle process waits in: "" with open waits,
-// "receive" for an Actor, else "hibernate". p.mu is held.
-func (p *proc) idleWhy() string {
-	switch {
-	case len(p.waits) > 0:
-		return ""
-	case p.launch != nil && p.launch.Agent.Actor:
-		return "receive"
-	}
-	return "hibernate"
-}
-
-// maybeSuspend freezes the process when it still waits and has been quiet
-// for the idle timeout.
-func (s *Supervisor) maybeSuspend(p *proc) {
+// idleDue is the idle timer's call: the process is frozen if it still
+// waits and has been quiet for its idle time.
+func (s *Supervisor) idleDue(p *proc) {
 	if s.isClosing() {
 		return
 	}
-	p.mu.Lock()
-	idle, waiting := p.idleFor()
-	if !waiting || p.frozen || p.freeze == nil || p.state != stateReady || p.cancelled {
-		p.mu.Unlock()
-		return
-	}
-	if left := idle - time.Since(p.lastActive); left > 0 {
-		if p.idleTimer == nil {
-			p.idleTimer = time.AfterFunc(left, func() { s.maybeSuspend(p) })
-		} else {
-			p.idleTimer.Reset(left)
-		}
-		p.mu.Unlock()
-		return
-	}
-	p.frozen, p.parking = true, true
-	h, turn := p.freeze, p.running
-	ids := slices.Sorted(maps.Keys(p.waits))
-	why := p.idleWhy()
-	p.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err := h.Freeze(ctx)
-	p.mu.Lock()
-	p.parking = false
-	p.mu.Unlock()
-	if err != nil {
-		s.log.Error("freeze session process", "session", p.sessionID, "err", err)
-		h.Thaw(ctx)
-		p.mu.Lock()
-		p.frozen = false
-		p.mu.Unlock()
-		return
-	}
-	s.log.Debug("session process suspended", "session", p.sessionID, "waits", ids)
-	s.eng.RecordWaitEvent(ctx, p.sessionID, turn, helmrtype.EventWaitSuspended, ids, why)
+	s.step(p, event{kind: evIdleDue})
 }
 
 // Suspended reports whether the Session's process is frozen now.
@@ -161,19 +117,21 @@ func (s *Supervisor) Suspended(sessionID string) bool {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.frozen
+	return p.life.residency == resFrozen
 }
 
 // attachFreezer puts a new or adopted process under the freezer; an
 // adopted one may have been left frozen by the previous control plane, so
-// it is thawed.
+// it is thawed. The freezer's name is the launch's, unique per process:
+// a Session may have an old process still being reaped as its new one
+// starts.
 func (s *Supervisor) attachFreezer(p *proc, pid int) {
 	if s.opts.Freezer == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	h, err := s.opts.Freezer.Attach(ctx, p.sessionID, pid, pid)
+	h, err := s.opts.Freezer.Attach(ctx, "proc-"+p.launchID, pid, pid)
 	if err != nil {
 		s.log.Warn("the session process cannot be suspended", "session", p.sessionID, "err", err)
 		return
@@ -181,6 +139,7 @@ func (s *Supervisor) attachFreezer(p *proc, pid int) {
 	h.Thaw(ctx)
 	p.mu.Lock()
 	p.freeze = h
+	p.life.canFreeze = p.life.phase != phaseDead
 	p.mu.Unlock()
 }
 
@@ -189,6 +148,7 @@ func (s *Supervisor) releaseFreezer(p *proc) {
 	p.mu.Lock()
 	h := p.freeze
 	p.freeze = nil
+	p.life.canFreeze = false
 	p.mu.Unlock()
 	if h != nil {
 		if err := h.Release(); err != nil {

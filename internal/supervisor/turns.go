@@ -18,7 +18,7 @@ import (
 // admitted meanwhile is never missed.
 func (s *Supervisor) dispatch(p *proc) {
 	p.mu.Lock()
-	if p.state != stateReady {
+	if p.life.phase != phaseReady {
 		p.mu.Unlock()
 		return
 	}
@@ -66,7 +66,7 @@ func (s *Supervisor) started(p *proc, t *store.Turn, msgs []store.Message, err e
 		}
 		return
 	}
-	if p.state == stateDead {
+	if p.life.phase == phaseDead {
 		// The process ended while the Turn was being started: its exit
 		// could not see the Turn, so it settles here.
 		p.writeMu.Unlock()
@@ -159,7 +159,7 @@ func (s *Supervisor) armDeadline(p *proc, t *store.Turn) *time.Time {
 	}
 	at := t.StartedAt.Add(dur)
 	turnID := t.ID
-	p.deadline = time.AfterFunc(time.Until(at), func() { s.deadlineReached(p, turnID) })
+	p.deadline = s.clock.AfterFunc(at.Sub(s.clock.Now()), func() { s.deadlineReached(p, turnID) })
 	return &at
 }
 
@@ -172,7 +172,7 @@ func (s *Supervisor) deadlineReached(p *proc, turnID string) {
 // if the Turn has not settled within the cleanup period.
 func (s *Supervisor) cancelTurn(p *proc, turnID, reason string) {
 	p.mu.Lock()
-	if p.running == "-" || p.state == stateReattaching {
+	if p.running == "-" || p.life.phase == phaseReattaching {
 		// A start (or a reattach) is in flight: it applies the cancel if it
 		// is this Turn.
 		if p.pendingCancel == nil {
@@ -187,7 +187,7 @@ func (s *Supervisor) cancelTurn(p *proc, turnID, reason string) {
 		return
 	}
 	p.cancelled = true
-	p.killTimer = time.AfterFunc(CleanupPeriod+killGrace, func() {
+	p.killTimer = s.clock.AfterFunc(CleanupPeriod+killGrace, func() {
 		p.mu.Lock()
 		still := p.running == turnID
 		if still {
