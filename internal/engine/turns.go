@@ -578,6 +578,21 @@ func (e *Engine) ForgetProcess(ctx context.Context, sessionID, launchID string) 
 	return e.store.Update(ctx, func(tx store.Tx) error { return tx.DeleteProcess(ctx, sessionID, launchID) })
 }
 
+// ProcessRecord returns the record of the Session's process, nil when it
+// has none.
+func (e *Engine) ProcessRecord(ctx context.Context, sessionID string) (*store.Process, error) {
+	var out *store.Process
+	err := e.store.View(ctx, func(tx store.Tx) error {
+		p, err := tx.GetProcess(ctx, sessionID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		out = p
+		return err
+	})
+	return out, err
+}
+
 // Processes returns the records of every session process believed running.
 func (e *Engine) Processes(ctx context.Context) ([]store.Process, error) {
 	var out []store.Process

@@ -35,6 +35,13 @@ func startID(pid int) (string, error) {
 	return strings.TrimSpace(string(boot)) + ":" + f[19], nil
 }
 
+// onThisHost reports whether a process's start ID (startID) is of this
+// host's current boot: only then can its PID be looked at here.
+func onThisHost(id string) bool {
+	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	return err == nil && strings.HasPrefix(id, strings.TrimSpace(string(boot))+":")
+}
+
 // zombie reports whether the process has ended but is not yet reaped (a
 // zombie, whose start ID is still readable): a session process killed with
 // its control plane may linger so until its new parent reaps it.

@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +21,7 @@ import (
 	"github.com/helmr-go/helmr/internal/engine"
 	"github.com/helmr-go/helmr/internal/freezer"
 	"github.com/helmr-go/helmr/internal/protocol"
+	"github.com/helmr-go/helmr/internal/store"
 	"github.com/helmr-go/helmr/internal/store/sqlitestore"
 	"github.com/helmr-go/helmr/internal/supervisor"
 )
@@ -412,3 +416,65 @@ func TestFailedFreezeLeavesTheProcessHot(t *testing.T) {
 	eventually(t, "the freeze", func() bool { return r.sup.Suspended(sid) })
 }
 
+// A Session's previous process that no supervisor here runs (left behind
+// by a node that died) and that lives on this host is ended before the
+// Session's next process launches: never two processes of one Session.
+func TestPredecessorEndedBeforeLaunch(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, helmrtype.AgentManifest{ID: "echo", InputKind: "text", CloseAfterIdle: "7d", HibernateAfterIdle: "never"})
+	ctx := context.Background()
+	rec, _, err := r.eng.CreateSession(ctx, helmrtype.SessionCreateRequest{Agent: "echo", Input: json.RawMessage(`[{"type":"text","text":"hi"}]`)}, engine.APICaller)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := rec.Session.ID
+	first := r.launched()
+	c := r.connect(first)
+	c.runTurn()
+	// The first process stops in order, and its record goes with it.
+	c.send(&protocol.Msg{Type: protocol.TypeStopping})
+	c.ws.Close(websocket.StatusNormalClosure, "")
+	first.Kill()
+	eventually(t, "the first record to go", func() bool {
+		p, err := r.eng.ProcessRecord(ctx, sid)
+		return err == nil && p == nil
+	})
+
+	// Another node's process of the Session, still alive on this host.
+	old := exec.Command("sleep", "60")
+	old.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := old.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan error, 1)
+	go func() { ended <- old.Wait() }()
+	t.Cleanup(func() { old.Process.Kill() })
+	startID, err := supervisor.StartID(old.Process.Pid)
+	if err != nil {
+		t.Skipf("process start IDs need Linux's /proc: %v", err)
+	}
+	if err := r.eng.RecordProcess(ctx, &store.Process{SessionID: sid, LaunchID: "other-launch", PID: old.Process.Pid,
+		StartID: startID, NodeID: "other-node", LaunchedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.eng.Enqueue(ctx, sid, helmrtype.EnqueueRequest{Input: json.RawMessage(`[{"type":"text","text":"again"}]`)}, engine.APICaller); err != nil {
+		t.Fatal(err)
+	}
+	next := r.launched()
+	// At the launch the old process is gone: a zombie (not reaped by this
+	// test yet) or reaped.
+	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", old.Process.Pid)); err == nil {
+		if i := strings.LastIndexByte(string(stat), ')'); i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z' {
+			t.Fatalf("the next process launched while the old one still ran: %s", stat)
+		}
+	}
+	select {
+	case err := <-ended:
+		if ws, ok := old.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
+			t.Fatalf("the old process ended with %v, want SIGKILL", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the old process was not reaped")
+	}
+	r.connect(next).runTurn()
+}

@@ -24,6 +24,7 @@ func (s *Supervisor) start(p *proc, token string) {
 	p.mu.Lock()
 	p.leasedAt = s.clock.Now()
 	p.mu.Unlock()
+	s.endPredecessor(ctx, p.sessionID)
 	var bin string
 	l, err := s.eng.PrepareLaunch(ctx, p.sessionID, false)
 	if err == nil {
@@ -100,6 +101,36 @@ func (s *Supervisor) start(p *proc, token string) {
 	}
 	close(p.recorded)
 	s.watch(p)
+}
+
+// endPredecessor ends the Session's previous process when no supervisor
+// here runs it and it still lives on this host: one left behind by a node
+// that was killed or cut off, whose lease this node now holds. Two
+// processes of one Session on one Computer are what the lease exists to
+// prevent. One on another host cannot be reached from here: it ends by
+// itself once its reconnect window is over (a clustered node bounds that
+// window by its lease TTL).
+func (s *Supervisor) endPredecessor(ctx context.Context, sessionID string) {
+	rec, err := s.eng.ProcessRecord(ctx, sessionID)
+	if err != nil || rec == nil || rec.StartID == "" {
+		return
+	}
+	if !onThisHost(rec.StartID) {
+		s.log.Info("the session's previous process ran on another host; it ends itself when its reconnect window is over",
+			"session", sessionID, "node", rec.NodeID)
+		return
+	}
+	ap, err := adopt(rec.PID, rec.StartID)
+	if err != nil {
+		return // gone already
+	}
+	s.log.Warn("ending a session process its node left behind", "session", sessionID, "node", rec.NodeID, "pid", rec.PID)
+	ap.Kill()
+	select {
+	case <-ap.Done():
+	case <-time.After(5 * time.Second):
+		s.log.Error("a session process left behind did not end", "session", sessionID, "pid", rec.PID)
+	}
 }
 
 // computerLaunched notes how the last launch on a Computer went: after a

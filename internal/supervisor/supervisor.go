@@ -36,7 +36,8 @@ type Options struct {
 	// reattach.
 	SocketPath string
 	// ReconnectWindow is how long a process that lost the control plane
-	// keeps trying to reconnect before it gives up (default 10 minutes).
+	// keeps trying to reconnect before it gives up (default 10 minutes; on
+	// a node sharing its database, at most half of LeaseTTL).
 	ReconnectWindow time.Duration
 	// ReattachWindow is how long Recover waits for a surviving process to
 	// reconnect before it ends it (default 30 seconds).
@@ -121,6 +122,15 @@ func New(eng *engine.Engine, l Launcher, opts Options) *Supervisor {
 	}
 	if opts.Clock == nil {
 		opts.Clock = SystemClock
+	}
+	if eng.Node() != "" && opts.ReconnectWindow > opts.LeaseTTL/2 {
+		// A process cut off from its node must be gone before its lease
+		// can expire (one renewal period after the node's last): another
+		// node then starts the Session's next process, on the same
+		// Computer perhaps, and two must never run at once.
+		opts.Logger.Info("session processes of a node sharing its database stop trying to reconnect after half the lease TTL",
+			"reconnect_window", opts.LeaseTTL/2, "lease_ttl", opts.LeaseTTL)
+		opts.ReconnectWindow = opts.LeaseTTL / 2
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Supervisor{eng: eng, launcher: l, log: opts.Logger, clock: opts.Clock, socket: opts.SocketPath, opts: opts, ctx: ctx, cancel: cancel,
