@@ -57,12 +57,12 @@ func (pr *process) wait() {
 	close(pr.done)
 }
 
-func (pr *process) PID() int              { return pr.cmd.Process.Pid }
+func (pr *process) PID() int { return pr.cmd.Process.Pid }
 
 // InitPID returns the host PID of the sandbox's PID 1 of a Restorable
 // process (the command itself, the root of the tree CRIU checkpoints),
 // 0 for any other process.
-func (pr *process) InitPID() int { return pr.init }
+func (pr *process) InitPID() int          { return pr.init }
 func (pr *process) Done() <-chan struct{} { return pr.done }
 func (pr *process) Wait() (int, error)    { <-pr.done; return pr.code, pr.err }
 func (pr *process) Signal(sig syscall.Signal) error {
