@@ -93,6 +93,9 @@ func (c *CRIU) Dump(ctx context.Context, pid int, dir string, opts DumpOptions) 
 	if _, err := os.Stat(filepath.Join(dir, "inventory.img")); err == nil {
 		return nil, helmrtype.Errorf(helmrtype.CodeConflict, "checkpoint: %s already holds a checkpoint", dir)
 	}
+	if err := sandboxInit(pid); err != nil {
+		return nil, dumpError(dir, "%v", err)
+	}
 	cp := &Checkpoint{PID: pid, CRIU: c.Version}
 	files, err := externalFiles(pid)
 	if err != nil {
@@ -124,7 +127,9 @@ func (c *CRIU) Dump(ctx context.Context, pid int, dir string, opts DumpOptions) 
 	out, err := c.run(ctx, args, nil)
 	cp.Took = time.Since(start)
 	if err != nil {
-		return nil, dumpError(dir, "criu dump of process %d: %v%s", pid, err, logTail(filepath.Join(dir, DumpLog), out))
+		err = dumpError(dir, "criu dump of process %d: %v%s", pid, err, logTail(filepath.Join(dir, DumpLog), out))
+		removeImages(dir)
+		return nil, err
 	}
 	cp.Created = time.Now().UTC()
 	if err := privatize(dir); err != nil {
@@ -255,6 +260,16 @@ func privatize(dir string) error {
 	return nil
 }
 
+// removeImages removes what a failed dump left in dir but its log.
+func removeImages(dir string) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.Name() != DumpLog && e.Name() != RestoreLog {
+			os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
 // writeFile writes b to path, mode 0600, through a temporary file.
 func writeFile(path string, b []byte) error {
 	tmp := path + ".tmp"
@@ -280,6 +295,25 @@ func dirBytes(dir string) int64 {
 		return nil
 	})
 	return n
+}
+
+// sandboxInit checks that pid is the PID 1 of a PID namespace of its
+// own: the root of a restorable sandbox's tree.
+func sandboxInit(pid int) error {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			f := strings.Fields(v)
+			if len(f) < 2 || f[len(f)-1] != "1" {
+				return fmt.Errorf("process %d is not the PID 1 of a sandbox (NSpid %s): only a restorable sandbox's process can be checkpointed", pid, strings.TrimSpace(v))
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("process %d: no NSpid in its status", pid)
 }
 
 // treePIDs returns pid and its descendants (through every thread's
