@@ -128,7 +128,7 @@ func TestGoProgramParkedAndRestored(t *testing.T) {
 		t.Fatal(err)
 	}
 	parkAndRestore(t, "helmr-cp-go", []computer.Bind{{Src: self, Dst: "/.helmr/agent"}},
-		[]string{"/.helmr/agent"}, []string{envCounter + "=1"})
+		[]string{"/.helmr/agent"}, []string{envCounter + "=1"}, true)
 }
 
 func TestNodeProgramParkedAndRestored(t *testing.T) {
@@ -141,14 +141,17 @@ func TestNodeProgramParkedAndRestored(t *testing.T) {
 		t.Fatal(err)
 	}
 	parkAndRestore(t, "helmr-cp-node", []computer.Bind{{Src: script, Dst: "/.helmr/agent.mjs"}},
-		[]string{"node", "/.helmr/agent.mjs"}, nil)
+		[]string{"node", "/.helmr/agent.mjs"}, nil, false)
 }
 
 // parkAndRestore runs argv as a session process is run (the local
 // provider's sandbox with a memory limit, its output to a host log file,
 // a credential pipe as descriptor 3), dumps it, checks that it is gone,
-// restores it, and checks its memory, its files and its cgroups.
-func parkAndRestore(t *testing.T, cgroup string, binds []computer.Bind, argv, env []string) {
+// restores it, and checks its memory, its files and its cgroups. With
+// explicit, /workspace and /tmp are named to Dump and Restore (as the
+// supervisor does for a Computer whose files may move); without, CRIU
+// finds them again at the same host paths.
+func parkAndRestore(t *testing.T, cgroup string, binds []computer.Bind, argv, env []string, explicit bool) {
 	c := probe(t)
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -197,7 +200,14 @@ func parkAndRestore(t *testing.T, cgroup string, binds []computer.Bind, argv, en
 	}
 
 	images := filepath.Join(dir, "images")
-	cp, err := c.Dump(ctx, pid, images, checkpoint.DumpOptions{})
+	var dopts checkpoint.DumpOptions
+	var ropts checkpoint.RestoreOptions
+	if explicit {
+		cdir := filepath.Join(dir, "computers", spec.ID)
+		dopts.Mounts = []string{computer.Workspace, computer.Tmp}
+		ropts.Mounts = map[string]string{computer.Workspace: filepath.Join(cdir, "workspace"), computer.Tmp: filepath.Join(cdir, "tmp")}
+	}
+	cp, err := c.Dump(ctx, pid, images, dopts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +227,7 @@ func parkAndRestore(t *testing.T, cgroup string, binds []computer.Bind, argv, en
 	t.Logf("dumped at n=%d in %s: %d bytes, %d host files (%v)", nDumped, cp.Took, cp.Bytes, len(cp.Files), cp.Files)
 	checkPrivate(t, images)
 
-	r, err := c.Restore(ctx, images, checkpoint.RestoreOptions{})
+	r, err := c.Restore(ctx, images, ropts)
 	if err != nil {
 		t.Fatal(err)
 	}
