@@ -24,7 +24,8 @@ import (
 // provider's sandbox, one fresh sandbox per iteration, and reports the
 // dump and restore times of CRIU, the images' size and the process's RSS
 // before the dump (means as metrics; p50 and max in the log). Run it
-// with -benchtime=5x.
+// with -benchtime=5x; HELMR_BENCH_NOMEM=1 leaves out the memory limit
+// (membership of a cgroup v1 memory group makes the dump slower).
 func BenchmarkPark(b *testing.B) {
 	self, err := os.Executable()
 	if err != nil {
@@ -58,7 +59,7 @@ func benchPark(b *testing.B, binds []computer.Bind, argv, env []string) {
 	for i := 0; i < b.N; i++ {
 		dir := b.TempDir()
 		spec := computer.Spec{ID: fmt.Sprintf("c%d", i), Image: computer.Image{Host: true}}
-		if os.Getenv("BENCH_NOMEM") == "" {
+		if os.Getenv("HELMR_BENCH_NOMEM") == "" {
 			spec.Resources.Memory = "1GiB"
 		}
 		if err := p.Create(ctx, spec); err != nil {

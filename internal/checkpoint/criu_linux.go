@@ -87,6 +87,10 @@ func (c *CRIU) Dump(ctx context.Context, pid int, dir string, opts DumpOptions) 
 	if pid <= 1 {
 		return nil, helmrtype.Errorf(helmrtype.CodeInvalidRequest, "checkpoint: no process %d to dump", pid)
 	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, dumpError(dir, "%v", err)
+	}
 	if err := imagesDir(dir); err != nil {
 		return nil, err
 	}
@@ -149,6 +153,11 @@ func (c *CRIU) Dump(ctx context.Context, pid int, dir string, opts DumpOptions) 
 // CRIU's log stays in dir (RestoreLog). The images stay too: the caller
 // removes them once the restored process is known to run.
 func (c *CRIU) Restore(ctx context.Context, dir string, opts RestoreOptions) (*Restored, error) {
+	// CRIU takes --root as given, and a relative one fails.
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, restoreError(dir, "%v", err)
+	}
 	b, err := os.ReadFile(filepath.Join(dir, ManifestFile))
 	if err != nil {
 		return nil, restoreError(dir, "read the checkpoint: %v", err)
@@ -159,7 +168,10 @@ func (c *CRIU) Restore(ctx context.Context, dir string, opts RestoreOptions) (*R
 	}
 	work := opts.WorkDir
 	if work == "" {
-		work = filepath.Dir(filepath.Clean(dir))
+		work = filepath.Dir(dir)
+	}
+	if work, err = filepath.Abs(work); err != nil {
+		return nil, restoreError(dir, "%v", err)
 	}
 	root, cleanup, err := makeRoot(work, cp.Root)
 	if err != nil {

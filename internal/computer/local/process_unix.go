@@ -54,6 +54,9 @@ func (pr *process) wait() {
 	}
 	// The tree goes with its leader.
 	syscall.Kill(-pr.cmd.Process.Pid, syscall.SIGKILL)
+	if pr.init > 0 {
+		syscall.Kill(-pr.init, syscall.SIGKILL)
+	}
 	close(pr.done)
 }
 
@@ -66,5 +69,14 @@ func (pr *process) InitPID() int          { return pr.init }
 func (pr *process) Done() <-chan struct{} { return pr.done }
 func (pr *process) Wait() (int, error)    { <-pr.done; return pr.code, pr.err }
 func (pr *process) Signal(sig syscall.Signal) error {
-	return syscall.Kill(-pr.cmd.Process.Pid, sig)
+	err := syscall.Kill(-pr.cmd.Process.Pid, sig)
+	if pr.init > 0 {
+		// A Restorable process leads a session, hence a process group,
+		// of its own inside the sandbox: the group of bubblewrap's outer
+		// process does not hold it.
+		if ierr := syscall.Kill(-pr.init, sig); ierr == nil {
+			err = nil
+		}
+	}
+	return err
 }
