@@ -1,3 +1,4 @@
+// Spike helper of decision 0024 (not built with the module: testdata).
 // sbx NAME go|node [extra bwrap args...]: starts a sandbox shaped like the local provider's, prints the init pid.
 package main
 
@@ -53,7 +54,9 @@ func main() {
 	if err := cmd.Start(); err != nil {
 		panic(err)
 	}
-	tr.Close(); iw.Close(); ar.Close()
+	tr.Close()
+	iw.Close()
+	ar.Close()
 	aw.WriteString(strings.Join(args, "\x00") + "\x00")
 	aw.Close()
 	var info struct {
