@@ -364,9 +364,18 @@ func TestDumpFailureQuotesTheLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { pr.Signal(syscall.SIGKILL); pr.Wait() }()
+	init := pr.(restorable).InitPID()
+	defer func() {
+		pr.Signal(syscall.SIGKILL)
+		pr.Wait()
+		// Gone before its Computer's cgroups are removed.
+		waitFor(t, "the sandbox to end", func() bool {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", init))
+			return err != nil || strings.Contains(string(b), ") Z ")
+		})
+	}()
 	waitFor(t, "the counter", func() bool { n, _, _ := lastLine(t, logPath); return n >= 2 })
-	_, err = c.Dump(context.Background(), pr.(restorable).InitPID(), filepath.Join(dir, "images"), checkpoint.DumpOptions{})
+	_, err = c.Dump(context.Background(), init, filepath.Join(dir, "images"), checkpoint.DumpOptions{})
 	if !errors.Is(err, checkpoint.CodeDumpFailed) {
 		t.Fatalf("dump of a process connected to the outside: %v", err)
 	}

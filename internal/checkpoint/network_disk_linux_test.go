@@ -54,6 +54,7 @@ func TestNetworkAndDiskComputers(t *testing.T) {
 			if err := p.Create(ctx, spec); err != nil {
 				t.Fatal(err)
 			}
+			defer p.Delete(context.Background(), spec.ID)
 			logPath := filepath.Join(dir, "process.log")
 			logf, _ := os.Create(logPath)
 			pr, err := p.Start(ctx, spec, computer.ProcessSpec{Argv: []string{"/.helmr/agent"}, Env: []string{envCounter + "=1"},

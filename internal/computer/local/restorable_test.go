@@ -31,6 +31,7 @@ func TestRestorableProcess(t *testing.T) {
 	if err := p.Create(ctx, spec); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { p.Delete(context.Background(), spec.ID) })
 	pr, err := p.Start(ctx, spec, computer.ProcessSpec{Argv: []string{"sleep", "60"}, Restorable: true})
 	if err != nil {
 		t.Fatal(err)
