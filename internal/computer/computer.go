@@ -69,6 +69,11 @@ type ProcessSpec struct {
 	Stdin io.Reader
 	// Stdout and Stderr receive the process's output; nil discards it.
 	Stdout, Stderr io.Writer
+	// Restorable asks for a sandbox that CRIU can checkpoint and restore
+	// (package checkpoint): the process is the sandbox's PID 1 itself, in
+	// a session of its own. Such a process reaps no orphans but its own
+	// children, and ignores signals from inside it has no handler for.
+	Restorable bool
 }
 
 // Process is a process running in a Computer.

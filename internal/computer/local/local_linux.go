@@ -362,7 +362,7 @@ func (p *Provider) Start(ctx context.Context, spec computer.Spec, ps computer.Pr
 	} else {
 		var args []string
 		if args, err = p.sandboxArgs(spec, ws, tmp, dir, env, ps); err == nil {
-			cmd, sb, err = p.sandboxed(args, ps.Argv, ps.Files, spec.Network, fl.unmount != nil)
+			cmd, sb, err = p.sandboxed(args, ps.Argv, ps.Files, spec.Network, fl.unmount != nil || ps.Restorable)
 		}
 	}
 	if err != nil {
@@ -419,6 +419,12 @@ func (p *Provider) Start(ctx context.Context, spec computer.Spec, ps computer.Pr
 	// network, behind its firewall.
 	if err := sb.release(); err != nil {
 		return fail(err)
+	}
+	// The root of the tree a checkpoint takes.
+	if ps.Restorable && sb != nil {
+		if pr.init, err = sb.initPID(); err != nil {
+			return fail(err)
+		}
 	}
 	if fl.meter != nil {
 		pr.stop = p.disk.watch(spec.ID, spec.Resources.Disk, fl.meter, pr)
@@ -478,6 +484,15 @@ func (p *Provider) sandboxArgs(spec computer.Spec, ws, tmp, dir string, env []st
 	// read-only, so /workspace, /tmp and /dev/shm are the only places a
 	// process can write.
 	args = append(args, "--remount-ro", "/")
+	if ps.Restorable {
+		// CRIU checkpoints the tree under the sandbox's PID 1, and
+		// bubblewrap as PID 1 cannot be: its executable lies on a host
+		// mount the sandbox does not have. The command is PID 1 itself,
+		// and leads a session of its own inside (the host session of
+		// bubblewrap's outer process is outside the sandbox's PID
+		// namespace, which CRIU refuses). See decision 0024.
+		args = append(args, "--as-pid-1", "--new-session")
+	}
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
 		args = append(args, "--setenv", k, v)
