@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/store"
@@ -30,16 +31,40 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if he := s.apiError(r, err); he != nil {
+		setRetryAfter(w, err)
 		writeJSON(w, helmrtype.HTTPStatus(he.Code), helmrtype.ErrorEnvelope{Error: he})
 	}
 }
 
-// apiError is the error a failed request answers with: err itself when it
-// has a code, else one chosen (and logged) for it; nil when the client is
-// gone and nothing is to be answered.
+// unreachableRetryAfter is the Retry-After of an answer that the database
+// is unreachable: long enough not to hammer a recovering database, short
+// enough that an outage of seconds costs a client about as much.
+const unreachableRetryAfter = 2 * time.Second
+
+// setRetryAfter sets the Retry-After header (whole seconds) of an answer
+// to err when err says the database is unreachable: the request may be
+// sent again then.
+func setRetryAfter(w http.ResponseWriter, err error) {
+	if errors.Is(err, store.ErrUnavailable) {
+		w.Header().Set("Retry-After", strconv.Itoa(int(unreachableRetryAfter/time.Second)))
+	}
+}
+
+// apiError is the error a failed request answers with: unavailable when
+// the store could not reach the database, else err itself when it has a
+// code, else one chosen (and logged) for it; nil when the client is gone
+// and nothing is to be answered.
 func (s *Server) apiError(r *http.Request, err error) *helmrtype.Error {
 	var he *helmrtype.Error
 	switch {
+	case errors.Is(err, store.ErrUnavailable):
+		// Whatever the handler concluded, it could not reach the
+		// database. The store logs the outage once (store.Monitor), not
+		// each request that meets it.
+		if r.Context().Err() != nil {
+			return nil // the client is gone
+		}
+		he = &helmrtype.Error{Code: helmrtype.CodeUnavailable, Message: "the database is unreachable; try again"}
 	case errors.As(err, &he):
 	case errors.Is(err, store.ErrNoSpace), errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		// A write that found the disk full: nothing was stored, and the

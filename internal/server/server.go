@@ -247,10 +247,12 @@ func (s *Server) routes() {
 		if s.opts.Ready != nil {
 			if err := s.opts.Ready(); err != nil {
 				var he *helmrtype.Error
-				if !errors.As(err, &he) {
-					he = &helmrtype.Error{Code: helmrtype.CodeUnavailable, Message: err.Error()}
+				if !errors.Is(err, store.ErrUnavailable) && !errors.As(err, &he) {
+					err = &helmrtype.Error{Code: helmrtype.CodeUnavailable, Message: err.Error()}
 				}
-				s.writeError(w, r, he)
+				// Not ready is for now: a probe may ask again.
+				w.Header().Set("Retry-After", strconv.Itoa(int(unreachableRetryAfter/time.Second)))
+				s.writeError(w, r, err)
 				return
 			}
 		}
@@ -449,7 +451,10 @@ func (s *Server) tokenAuth(role helmrtype.Role, h handler) http.Handler {
 			return
 		}
 		noteIDs(r)
-		if !s.eng.TokenSecretValid(r.Context(), r.PathValue("id"), tok) {
+		if ok, err := s.eng.TokenSecretValid(r.Context(), r.PathValue("id"), tok); err != nil {
+			s.writeError(w, r, err)
+			return
+		} else if !ok {
 			s.authFailed(w, r, helmrtype.Errorf(helmrtype.CodeUnauthorized, "this credential does not complete this token"))
 			return
 		}

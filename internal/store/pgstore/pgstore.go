@@ -149,10 +149,11 @@ func (s *Store) migrate(ctx context.Context) error {
 }
 
 // Update runs fn in one READ COMMITTED transaction, with per-Session locks
-// (see the package doc), and commits it when fn returns nil. fn runs once; it is not retried, so a transaction that
-// PostgreSQL aborts (a deadlock, a lost connection) makes Update fail.
-// Once fn has returned nil the commit is not interrupted by ctx, so that
-// the outcome Update reports is the one stored.
+// (see the package doc), and commits it when fn returns nil. fn runs once;
+// it is not retried, so a transaction that PostgreSQL aborts (a deadlock,
+// a lost connection) makes Update fail. Once fn has returned nil the
+// commit is not interrupted by ctx, so that the outcome Update reports is
+// the one stored.
 //
 // An error that says the database could not be reached is marked with
 // store.ErrUnavailable (see classify), and the Store's Monitor logs the
@@ -161,24 +162,31 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.reach.Observe(ctx, s.update(ctx, fn))
+	verdict, err := s.update(ctx, fn)
+	if !verdict {
+		return err
+	}
+	return s.reach.Observe(ctx, err)
 }
 
-func (s *Store) update(ctx context.Context, fn func(store.Tx) error) error {
+// update is Update without the Monitor; verdict is false when the outcome
+// says nothing of whether the database answers (fn dropped the error of a
+// call on a connection that broke).
+func (s *Store) update(ctx context.Context, fn func(store.Tx) error) (verdict bool, err error) {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("pgstore: begin: %w", classify(ctx, err))
+		return true, fmt.Errorf("pgstore: begin: %w", classify(ctx, err))
 	}
 	t := newTx(c.Conn(), false)
 	defer s.release(ctx, c, t)
 	if err := runFn(fn, t); err != nil {
-		return brokenConn(ctx, c, classify(ctx, err))
+		return true, brokenConn(ctx, c, classify(ctx, err))
 	}
 	cctx := context.WithoutCancel(ctx)
 	if err := t.commit(cctx); err != nil {
-		return brokenConn(cctx, c, classify(cctx, fmt.Errorf("pgstore: commit: %w", err)))
+		return true, brokenConn(cctx, c, classify(cctx, fmt.Errorf("pgstore: commit: %w", err)))
 	}
-	return nil
+	return !c.Conn().IsClosed(), nil
 }
 
 // brokenConn marks err unavailable when the call failed because c's
@@ -218,6 +226,11 @@ func (s *Store) read(ctx context.Context, snapshot bool, fn func(store.Tx) error
 	defer s.release(ctx, c, t)
 	if err := runFn(fn, t); err != nil {
 		return s.reach.Observe(ctx, brokenConn(ctx, c, classify(ctx, err)))
+	}
+	if c.Conn().IsClosed() {
+		// fn dropped the error of a read on a broken connection: that
+		// is no sign that the database answers.
+		return nil
 	}
 	return s.reach.Observe(ctx, nil)
 }
