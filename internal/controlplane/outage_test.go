@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/helmr-go/helmr/helmrclient"
 	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/store/pgstore/pgtest"
 	"github.com/jackc/pgx/v5"
@@ -187,8 +188,29 @@ func TestDatabaseOutage(t *testing.T) {
 		t.Errorf("requests during the outage logged %d 'request failed' lines, want none", c)
 	}
 
+	// A client's GET sent during the outage retries on 503 with
+	// Retry-After and succeeds once the database is back.
+	type listed struct {
+		page *helmrtype.SessionPage
+		err  error
+	}
+	clientDone := make(chan listed, 1)
+	go func() {
+		page, err := helmrclient.New(base, key).Sessions.List(ctx, helmrclient.SessionListOptions{})
+		clientDone <- listed{page, err}
+	}()
+	time.Sleep(200 * time.Millisecond) // its first try meets the outage
+
 	if err := pg.Resume(); err != nil {
 		t.Fatal(err)
+	}
+	select {
+	case r := <-clientDone:
+		if r.err != nil {
+			t.Errorf("a client's GET during the outage: %v; want it retried until the database is back", r.err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a client's GET during the outage did not end 20 s after the database came back")
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
