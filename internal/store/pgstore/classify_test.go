@@ -14,6 +14,7 @@ import (
 
 	"github.com/helmr-go/helmr/internal/store"
 	"github.com/helmr-go/helmr/internal/store/pgstore/pgtest"
+	"github.com/helmr-go/helmr/internal/store/storetest"
 )
 
 func TestClassify(t *testing.T) {
@@ -34,41 +35,25 @@ func TestClassify(t *testing.T) {
 		t.Fatalf("connect to a closed port: %v, want a *pgconn.ConnectError", refused)
 	}
 	pg := func(code string) error { return &pgconn.PgError{Severity: "FATAL", Code: code, Message: "m"} }
-	for _, tc := range []struct {
-		name                 string
-		ctx                  context.Context
-		err                  error
-		unavailable, noSpace bool
-	}{
-		{"nil", ctx, nil, false, false},
-		{"connection refused", ctx, refused, true, false},
-		{"network error", ctx, &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}, true, false},
-		{"eof", ctx, fmt.Errorf("pgstore: commit: %w", io.EOF), true, false},
-		{"unexpected eof", ctx, io.ErrUnexpectedEOF, true, false},
-		{"conn closed", ctx, fmt.Errorf("x: %w", pgconn.ErrConnClosed), true, false},
-		{"connection exception", ctx, pg("08006"), true, false},
-		{"admin shutdown", ctx, pg("57P01"), true, false},
-		{"crash shutdown", ctx, pg("57P02"), true, false},
-		{"cannot connect now", ctx, pg("57P03"), true, false},
-		{"too many connections", ctx, pg("53300"), true, false},
-		{"disk full", ctx, pg("53100"), false, true},
-		{"unique violation", ctx, pg("23505"), false, false},
-		{"wrong password", ctx, pg("28P01"), false, false},
-		{"not found", ctx, store.ErrNotFound, false, false},
-		{"other", ctx, errors.New("pgstore: bad row"), false, false},
-		{"refused after the caller gave up", cancelled, refused, false, false},
-	} {
-		got := classify(tc.ctx, tc.err)
-		if u := errors.Is(got, store.ErrUnavailable); u != tc.unavailable {
-			t.Errorf("%s: unavailable = %v, want %v (%v)", tc.name, u, tc.unavailable, got)
-		}
-		if n := errors.Is(got, store.ErrNoSpace); n != tc.noSpace {
-			t.Errorf("%s: no space = %v, want %v (%v)", tc.name, n, tc.noSpace, got)
-		}
-		if tc.err != nil && !errors.Is(got, tc.err) {
-			t.Errorf("%s: %v lost its cause %v", tc.name, got, tc.err)
-		}
-	}
+	storetest.CheckClassify(t, classify, []storetest.ClassifyCase{
+		{Name: "nil", Err: nil},
+		{Name: "connection refused", Err: refused, Unavailable: true},
+		{Name: "network error", Err: &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}, Unavailable: true},
+		{Name: "eof", Err: fmt.Errorf("pgstore: commit: %w", io.EOF), Unavailable: true},
+		{Name: "unexpected eof", Err: io.ErrUnexpectedEOF, Unavailable: true},
+		{Name: "conn closed", Err: fmt.Errorf("x: %w", pgconn.ErrConnClosed), Unavailable: true},
+		{Name: "connection exception", Err: pg("08006"), Unavailable: true},
+		{Name: "admin shutdown", Err: pg("57P01"), Unavailable: true},
+		{Name: "crash shutdown", Err: pg("57P02"), Unavailable: true},
+		{Name: "cannot connect now", Err: pg("57P03"), Unavailable: true},
+		{Name: "too many connections", Err: pg("53300"), Unavailable: true},
+		{Name: "disk full", Err: pg("53100"), NoSpace: true},
+		{Name: "unique violation", Err: pg("23505")},
+		{Name: "wrong password", Err: pg("28P01")},
+		{Name: "not found", Err: store.ErrNotFound},
+		{Name: "other", Err: errors.New("pgstore: bad row")},
+		{Name: "refused after the caller gave up", Ctx: cancelled, Err: refused},
+	})
 }
 
 // TestTerminatedConnectionsAreUnavailable: when the server ends the

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/helmr-go/helmr/internal/store"
+	"github.com/helmr-go/helmr/internal/store/storetest"
 )
 
 // codeError is an error with a SQLite result code, as the driver's are.
@@ -23,33 +24,17 @@ func TestClassify(t *testing.T) {
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	const ioErrShortRead = sqliteIOErr | 2<<8 // SQLITE_IOERR_SHORT_READ
-	for _, tc := range []struct {
-		name                 string
-		ctx                  context.Context
-		err                  error
-		unavailable, noSpace bool
-	}{
-		{"nil", ctx, nil, false, false},
-		{"io error", ctx, fmt.Errorf("sqlitestore: commit: %w", codeError(sqliteIOErr)), true, false},
-		{"extended io error", ctx, codeError(ioErrShortRead), true, false},
-		{"cannot open", ctx, codeError(sqliteCantOpen), true, false},
-		{"full", ctx, codeError(sqliteFull), false, true},
-		{"busy after the timeout", ctx, codeError(sqliteBusy), false, false},
-		{"constraint", ctx, codeError(19), false, false},
-		{"not found", ctx, store.ErrNotFound, false, false},
-		{"io error after the caller gave up", cancelled, codeError(sqliteIOErr), false, false},
-	} {
-		got := classify(tc.ctx, tc.err)
-		if u := errors.Is(got, store.ErrUnavailable); u != tc.unavailable {
-			t.Errorf("%s: unavailable = %v, want %v (%v)", tc.name, u, tc.unavailable, got)
-		}
-		if n := errors.Is(got, store.ErrNoSpace); n != tc.noSpace {
-			t.Errorf("%s: no space = %v, want %v (%v)", tc.name, n, tc.noSpace, got)
-		}
-		if tc.err != nil && !errors.Is(got, tc.err) {
-			t.Errorf("%s: %v lost its cause %v", tc.name, got, tc.err)
-		}
-	}
+	storetest.CheckClassify(t, classify, []storetest.ClassifyCase{
+		{Name: "nil", Err: nil},
+		{Name: "io error", Err: fmt.Errorf("sqlitestore: commit: %w", codeError(sqliteIOErr)), Unavailable: true},
+		{Name: "extended io error", Err: codeError(ioErrShortRead), Unavailable: true},
+		{Name: "cannot open", Err: codeError(sqliteCantOpen), Unavailable: true},
+		{Name: "full", Err: codeError(sqliteFull), NoSpace: true},
+		{Name: "busy after the timeout", Err: codeError(sqliteBusy)},
+		{Name: "constraint", Err: codeError(19)},
+		{Name: "not found", Err: store.ErrNotFound},
+		{Name: "io error after the caller gave up", Ctx: cancelled, Err: codeError(sqliteIOErr)},
+	})
 }
 
 // TestBusyIsNotUnavailable: a real SQLITE_BUSY from the driver (a second
