@@ -22,6 +22,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -67,7 +68,8 @@ type Client struct {
 }
 
 // retryPolicy says how long-lived calls (event streams, untimed waits) retry
-// transient failures.
+// transient failures, and how other calls retry an answer 503 with
+// Retry-After to an idempotent request.
 type retryPolicy struct {
 	min, max time.Duration
 	attempts int // consecutive failures before giving up; 0 = never
@@ -97,6 +99,15 @@ func WithUserAgent(ua string) Option {
 // and doubles up to max, and the call gives up after attempts consecutive
 // failures (0 retries forever, until the context ends). The default is
 // 250ms, 10s and 8 attempts.
+//
+// Every other call that is idempotent (a GET, or a request with an
+// idempotency key: the Client gives create, enqueue, send and control
+// calls one when none is set) is retried under the same policy when it is answered
+// 503 with a Retry-After header, as the control plane answers while its
+// database is unreachable: it waits as Retry-After says, at most max, and
+// tries at most attempts times in all. Other requests, and other errors,
+// are not retried. A delay the server's Retry-After asks for also
+// replaces the backoff of event streams and waits.
 func WithRetry(min, max time.Duration, attempts int) Option {
 	return func(c *Client) {
 		if min <= 0 {
@@ -219,25 +230,69 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, 
 	return err
 }
 
-// doStatus is do that also returns the HTTP status of the answer.
+// doStatus is do that also returns the HTTP status of the answer. An
+// answer 503 with Retry-After to an idempotent request (see idempotent) is
+// retried under the Client's retry policy.
 func (c *Client) doStatus(ctx context.Context, method, path string, q url.Values, in, out any) (int, error) {
-	var body io.Reader
+	return c.call(ctx, method, path, q, in, out, true)
+}
+
+// call sends a JSON request (in may be nil) and decodes a 2xx JSON answer
+// into out (which may be nil); with retry, it sends an idempotent request
+// again after an answer that asks for it (retryable), waiting as the
+// answer's Retry-After says (capped by the policy's max), at most
+// attempts times in all, and never past ctx.
+func (c *Client) call(ctx context.Context, method, path string, q url.Values, in, out any, retry bool) (int, error) {
+	var b []byte
 	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
+		var err error
+		if b, err = json.Marshal(in); err != nil {
 			return 0, fmt.Errorf("helmrclient: encode %s %s: %w", method, path, err)
 		}
-		body = bytes.NewReader(b)
 	}
-	req, err := c.newRequest(ctx, method, path, q, body)
-	if err != nil {
-		return 0, err
+	for attempt := 1; ; attempt++ {
+		var body io.Reader
+		if in != nil {
+			body = bytes.NewReader(b)
+		}
+		req, err := c.newRequest(ctx, method, path, q, body)
+		if err != nil {
+			return 0, err
+		}
+		if in != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		req.Header.Set("Accept", "application/json")
+		status, err := c.send(req, out)
+		p := c.retry
+		if !retry || !retryable(err) || !idempotent(method, b) || p.attempts > 0 && attempt >= p.attempts {
+			return status, err
+		}
+		if sleep(ctx, p.delay(attempt-1, err)) != nil {
+			return status, err
+		}
 	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
+}
+
+// retryable reports whether err is an answer that asks for the request to
+// be sent again: 503 with a Retry-After header, as the control plane
+// answers while its database is unreachable.
+func retryable(err error) bool {
+	var he *helmrtype.Error
+	return errors.As(err, &he) && he.Status == http.StatusServiceUnavailable && he.RetryAfter > 0
+}
+
+// idempotent reports whether a request may be sent again without doing
+// twice what it does: a GET, or a JSON body with an idempotency_key, which
+// the server answers with the first request's receipt.
+func idempotent(method string, body []byte) bool {
+	if method == http.MethodGet {
+		return true
 	}
-	req.Header.Set("Accept", "application/json")
-	return c.send(req, out)
+	var k struct {
+		IdempotencyKey string `json:"idempotency_key"`
+	}
+	return json.Unmarshal(body, &k) == nil && k.IdempotencyKey != ""
 }
 
 // send sends req and decodes a 2xx JSON answer into out.
@@ -270,7 +325,27 @@ func decodeError(resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	e := errorFromBody(resp.StatusCode, b)
 	e.RequestID = resp.Header.Get("X-Request-Id")
+	e.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 	return e
+}
+
+// parseRetryAfter reads a Retry-After header: a number of seconds or an
+// HTTP date (after now). 0 when absent, malformed or past.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n <= 0 {
+			return 0
+		}
+		return time.Duration(min(n, int64(24*time.Hour/time.Second))) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
 }
 
 func errorFromBody(status int, b []byte) *helmrtype.Error {
@@ -346,6 +421,17 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// delay is the pause before retry number n (0-based) after err under p:
+// what the answer's Retry-After asked for, capped at p.max, or else the
+// backoff.
+func (p retryPolicy) delay(n int, err error) time.Duration {
+	var he *helmrtype.Error
+	if errors.As(err, &he) && he.RetryAfter > 0 {
+		return min(he.RetryAfter, p.max)
+	}
+	return p.backoff(n)
 }
 
 // backoff is the delay before retry number n (0-based) under p.

@@ -153,7 +153,7 @@ func (s *eventStream) run(ctx context.Context, yield func(helmrtype.SessionEvent
 			p.min = s.retry
 			p.max = max(p.max, s.retry)
 		}
-		d := p.backoff(pause)
+		d := p.delay(pause, c.err)
 		pause++
 		if err := sleep(ctx, d); err != nil {
 			yield(helmrtype.SessionEvent{}, err)

@@ -124,7 +124,7 @@ func (t *TurnRef) wait(ctx context.Context, deadline time.Time) (*helmrtype.Time
 			if p := t.c.retry; p.attempts > 0 && failures >= p.attempts {
 				return nil, err
 			}
-			if err := sleep(ctx, t.c.retry.backoff(failures-1)); err != nil {
+			if err := sleep(ctx, t.c.retry.delay(failures-1, err)); err != nil {
 				return nil, err
 			}
 			continue
@@ -154,7 +154,8 @@ func (t *TurnRef) wait(ctx context.Context, deadline time.Time) (*helmrtype.Time
 func (t *TurnRef) waitOnce(ctx context.Context, d time.Duration) (*helmrtype.TimedTurnWaitResult, error) {
 	q := url.Values{"timeout": {formatWaitTimeout(d)}}
 	var out helmrtype.TimedTurnWaitResult
-	if err := t.c.do(ctx, http.MethodGet, t.path()+"/wait", q, nil, &out); err != nil {
+	// No retry here: wait's own loop retries transient failures.
+	if _, err := t.c.call(ctx, http.MethodGet, t.path()+"/wait", q, nil, &out, false); err != nil {
 		return nil, err
 	}
 	return &out, nil

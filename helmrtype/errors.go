@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 )
 
 // Code is a stable, machine-readable error code.
@@ -77,6 +78,9 @@ type Error struct {
 	// RequestID is the X-Request-Id of the answer that carried the error
 	// (set by the client), which the server's log names.
 	RequestID string `json:"-"`
+	// RetryAfter is the delay the answer's Retry-After header asked for
+	// before the request is sent again (set by the client); 0 when none.
+	RetryAfter time.Duration `json:"-"`
 }
 
 // Errorf returns an *Error with code and a formatted message.

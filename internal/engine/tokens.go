@@ -180,15 +180,23 @@ func (e *Engine) ListTokens(ctx context.Context, status, cursor string, limit in
 }
 
 // TokenSecretValid reports whether secret is the public access credential
-// of Token id. It is the only thing the credential grants.
-func (e *Engine) TokenSecretValid(ctx context.Context, id, secret string) bool {
+// of Token id. It is the only thing the credential grants. An unknown
+// Token is false; err is the store's when it could not tell (such as
+// store.ErrUnavailable).
+func (e *Engine) TokenSecretValid(ctx context.Context, id, secret string) (bool, error) {
 	ok := false
-	e.store.View(ctx, func(tx store.Tx) error {
+	err := e.store.View(ctx, func(tx store.Tx) error {
 		t, err := tx.GetToken(ctx, id)
-		ok = err == nil && secretMatches(secret, t.SecretHash)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		ok = secretMatches(secret, t.SecretHash)
 		return nil
 	})
-	return ok
+	return ok, err
 }
 
 // CompleteToken completes a pending Token with data. Completing it again

@@ -368,6 +368,7 @@ func (s *Server) consoleError(w http.ResponseWriter, r *http.Request, cs *consol
 	if he == nil {
 		return
 	}
+	setRetryAfter(w, err)
 	if strings.HasSuffix(r.URL.Path, "/events") || strings.HasSuffix(r.URL.Path, "/logs") {
 		http.Error(w, he.Message, helmrtype.HTTPStatus(he.Code))
 		return

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -22,11 +23,16 @@ const channel = "helmr"
 func (s *Store) Listen(ctx context.Context, fn func(store.Notice), resync func()) error {
 	pause := 50 * time.Millisecond
 	for {
-		err := s.listenOnce(ctx, fn, resync)
+		err := classify(ctx, s.listenOnce(ctx, fn, resync))
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		s.log.Warn("listen for other nodes' changes: connection lost; reconnecting", "err", err)
+		if errors.Is(s.reach.Observe(ctx, err), store.ErrUnavailable) {
+			// The Monitor logs the outage once; not every try.
+			s.log.Debug("listen for other nodes' changes: the database is unreachable; reconnecting", "err", err)
+		} else {
+			s.log.Warn("listen for other nodes' changes: connection lost; reconnecting", "err", err)
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -45,6 +51,7 @@ func (s *Store) listenOnce(ctx context.Context, fn func(store.Notice), resync fu
 	if _, err := conn.Exec(ctx, "LISTEN "+channel); err != nil {
 		return err
 	}
+	s.reach.Observe(ctx, nil)
 	resync()
 	for {
 		n, err := conn.WaitForNotification(ctx)

@@ -52,6 +52,9 @@ type Store struct {
 	log  *slog.Logger
 	pool *pgxpool.Pool
 	node string
+	// reach follows whether the database answers, from every call's
+	// outcome, and logs each outage once.
+	reach *store.Monitor
 }
 
 // Open connects to the PostgreSQL database at url (a postgres:// URL or a
@@ -79,7 +82,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
-	s := &Store{log: opts.Logger, pool: pool, node: opts.NodeID}
+	s := &Store{log: opts.Logger, pool: pool, node: opts.NodeID, reach: store.NewMonitor(opts.Logger, nil)}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -107,7 +110,7 @@ func (s *Store) migrate(ctx context.Context) error {
 	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("pgstore: connect: %w", err)
+		return fmt.Errorf("pgstore: connect: %w", classify(ctx, err))
 	}
 	defer conn.Release()
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrationLockKey); err != nil {
@@ -146,35 +149,52 @@ func (s *Store) migrate(ctx context.Context) error {
 }
 
 // Update runs fn in one READ COMMITTED transaction, with per-Session locks
-// (see the package doc), and commits it when fn returns nil. fn runs once; it is not retried, so a transaction that
-// PostgreSQL aborts (a deadlock, a lost connection) makes Update fail.
-// Once fn has returned nil the commit is not interrupted by ctx, so that
-// the outcome Update reports is the one stored.
+// (see the package doc), and commits it when fn returns nil. fn runs once;
+// it is not retried, so a transaction that PostgreSQL aborts (a deadlock,
+// a lost connection) makes Update fail. Once fn has returned nil the
+// commit is not interrupted by ctx, so that the outcome Update reports is
+// the one stored.
+//
+// An error that says the database could not be reached is marked with
+// store.ErrUnavailable (see classify), and the Store's Monitor logs the
+// outage once.
 func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	verdict, err := s.update(ctx, fn)
+	if !verdict {
+		return err
+	}
+	return s.reach.Observe(ctx, err)
+}
+
+// update is Update without the Monitor; verdict is false when the outcome
+// says nothing of whether the database answers (fn dropped the error of a
+// call on a connection that broke).
+func (s *Store) update(ctx context.Context, fn func(store.Tx) error) (verdict bool, err error) {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("pgstore: begin: %w", err)
+		return true, fmt.Errorf("pgstore: begin: %w", classify(ctx, err))
 	}
 	t := newTx(c.Conn(), false)
 	defer s.release(ctx, c, t)
 	if err := runFn(fn, t); err != nil {
-		return noSpace(err)
+		return true, brokenConn(ctx, c, classify(ctx, err))
 	}
-	if err := t.commit(context.WithoutCancel(ctx)); err != nil {
-		return noSpace(fmt.Errorf("pgstore: commit: %w", err))
+	cctx := context.WithoutCancel(ctx)
+	if err := t.commit(cctx); err != nil {
+		return true, brokenConn(cctx, c, classify(cctx, fmt.Errorf("pgstore: commit: %w", err)))
 	}
-	return nil
+	return !c.Conn().IsClosed(), nil
 }
 
-// noSpace marks the error of a write that found the database's disk full
-// (SQLSTATE 53100, disk_full).
-func noSpace(err error) error {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Code == "53100" && !errors.Is(err, store.ErrNoSpace) {
-		return fmt.Errorf("%w: %w", store.ErrNoSpace, err)
+// brokenConn marks err unavailable when the call failed because c's
+// connection broke (pgx closes a connection whose socket failed), even
+// where the error that reached here no longer says so.
+func brokenConn(ctx context.Context, c *pgxpool.Conn, err error) error {
+	if ctx.Err() == nil && c.Conn().IsClosed() {
+		return store.Unavailable(err)
 	}
 	return err
 }
@@ -197,21 +217,30 @@ func (s *Store) Read(ctx context.Context, fn func(store.Tx) error) error {
 func (s *Store) read(ctx context.Context, snapshot bool, fn func(store.Tx) error) error {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("pgstore: begin read: %w", err)
+		return s.reach.Observe(ctx, fmt.Errorf("pgstore: begin read: %w", classify(ctx, err)))
 	}
 	t := newTx(c.Conn(), true)
 	if !snapshot {
 		t.begin = ""
 	}
 	defer s.release(ctx, c, t)
-	return runFn(fn, t)
+	if err := runFn(fn, t); err != nil {
+		return s.reach.Observe(ctx, brokenConn(ctx, c, classify(ctx, err)))
+	}
+	if c.Conn().IsClosed() {
+		// fn dropped the error of a read on a broken connection: that
+		// is no sign that the database answers.
+		return nil
+	}
+	return s.reach.Observe(ctx, nil)
 }
 
 // release ends what is left of t's transaction (a rollback, unless it
 // committed or never began) and returns its connection to the pool, which
 // drops a connection left in a transaction.
 func (s *Store) release(ctx context.Context, c *pgxpool.Conn, t *tx) {
-	if err := t.end(context.WithoutCancel(ctx)); err != nil {
+	if err := t.end(context.WithoutCancel(ctx)); err != nil && !c.Conn().IsClosed() && !unreachable(context.WithoutCancel(ctx), err) {
+		// A broken connection is the outage the Monitor logs once.
 		s.log.Warn("rollback", "err", err)
 	}
 	c.Release()

@@ -46,6 +46,9 @@ type Store struct {
 	wstmts    *stmtCache
 	rstmts    *stmtCache
 	cache     *writeCache // the leading Update's only
+	// reach follows whether the database file answers, from every
+	// call's outcome, and logs each outage once.
+	reach *store.Monitor
 
 	// Updates wait in queue for a leader: the caller of one of them, which
 	// commits a batch on its own goroutine (see Update). wmu guards them.
@@ -115,7 +118,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
-	s := &Store{log: opts.Logger, writer: w, wconn: wconn, cache: newWriteCache()}
+	s := &Store{log: opts.Logger, writer: w, wconn: wconn, cache: newWriteCache(), reach: store.NewMonitor(opts.Logger, nil)}
 	s.led = sync.NewCond(&s.wmu)
 	s.wstmts = &stmtCache{prep: func(q string) (*sql.Stmt, error) { return wconn.PrepareContext(context.Background(), q) }}
 	if err := s.migrate(ctx); err != nil {
@@ -233,13 +236,13 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 		// Once queued, the update runs to its outcome; waiting for it
 		// keeps the caller's view of what happened exact.
 		if err := <-req.err; err != errLead {
-			return noSpace(err)
+			return s.reach.Observe(ctx, classify(ctx, err))
 		}
 		s.wmu.Lock()
 	}
 	s.leading = true
 	s.lead()
-	return noSpace(<-req.err)
+	return s.reach.Observe(ctx, classify(ctx, <-req.err))
 }
 
 // lead commits the batch at the head of the queue, then passes the lead
@@ -281,18 +284,6 @@ func (s *Store) lead() {
 		s.led.Broadcast()
 	}
 	s.wmu.Unlock()
-}
-
-// sqliteFull is SQLite's primary result code for a full disk.
-const sqliteFull = 13
-
-// noSpace marks the error of a write that found the disk full.
-func noSpace(err error) error {
-	var se interface{ Code() int }
-	if err != nil && errors.As(err, &se) && se.Code()&0xff == sqliteFull && !errors.Is(err, store.ErrNoSpace) {
-		return fmt.Errorf("%w: %w", store.ErrNoSpace, err)
-	}
-	return err
 }
 
 // ctl runs a transaction-control statement, prepared once.
@@ -410,10 +401,10 @@ func runFn(fn func(store.Tx) error, t store.Tx) (err error) {
 func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
 	sqlTx, err := s.reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
-		return fmt.Errorf("sqlitestore: begin read: %w", err)
+		return s.reach.Observe(ctx, fmt.Errorf("sqlitestore: begin read: %w", classify(ctx, err)))
 	}
 	defer sqlTx.Rollback()
-	return fn(&tx{ctx: ctx, readOnly: true, q: readQ{tx: sqlTx, cache: s.rstmts}})
+	return s.reach.Observe(ctx, classify(ctx, fn(&tx{ctx: ctx, readOnly: true, q: readQ{tx: sqlTx, cache: s.rstmts}})))
 }
 
 // Read is View: SQLite's snapshot costs nothing more.

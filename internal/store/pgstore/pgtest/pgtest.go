@@ -353,5 +353,38 @@ func (s *Server) Stop() error {
 	return errors.Join(err, os.RemoveAll(s.dir))
 }
 
+// Halt stops the server at once (pg_ctl stop -m immediate), as a crash or
+// the loss of the database's host would, and keeps its data directory:
+// clients' connections break and new ones are refused until Resume. As in
+// a crash, the last commits of a database with synchronous_commit off (the
+// server's default here) may be lost: a test that halts sets it on for its
+// database (ALTER DATABASE … SET synchronous_commit = on). Only a test's
+// own server (Start) should be halted: the one Main started serves the
+// other tests of the binary.
+func (s *Server) Halt() error {
+	pgctl, err := lookPath("pg_ctl")
+	if err != nil {
+		return err
+	}
+	if out, err := s.run(pgctl, "-D", s.dataDir, "-m", "immediate", "-w", "stop"); err != nil {
+		return fmt.Errorf("pg_ctl stop: %v\n%s", err, out)
+	}
+	return nil
+}
+
+// Resume starts a halted server again on its port and waits until it
+// accepts connections (after its crash recovery).
+func (s *Server) Resume() error {
+	pgctl, err := lookPath("pg_ctl")
+	if err != nil {
+		return err
+	}
+	if out, err := s.run(pgctl, "-D", s.dataDir, "-l", filepath.Join(s.dir, "postgres.log"), "-w", "-t", "60", "start"); err != nil {
+		log, _ := os.ReadFile(filepath.Join(s.dir, "postgres.log"))
+		return fmt.Errorf("pg_ctl start: %v\n%s\n%s", err, out, log)
+	}
+	return nil
+}
+
 // Current is the server Main started, nil when there is none.
 func Current() *Server { return current }

@@ -15,11 +15,14 @@ const apiErrorBrand = Symbol.for("helmr.sdk.APIError")
 export class APIError extends HelmrError {
   readonly status: number
   readonly requestId?: string
-  constructor(status: number, code: string, message?: string, details?: Record<string, unknown>, requestId?: string) {
+  /** The delay, in milliseconds, that the answer's `Retry-After` header asked for before the request is sent again; absent when none. */
+  readonly retryAfterMs?: number
+  constructor(status: number, code: string, message?: string, details?: Record<string, unknown>, requestId?: string, retryAfterMs?: number) {
     super(code, message, details)
     this.name = "APIError"
     this.status = status
     if (requestId) this.requestId = requestId
+    if (retryAfterMs !== undefined && retryAfterMs > 0) this.retryAfterMs = retryAfterMs
     Object.defineProperty(this, apiErrorBrand, { value: true })
   }
   /** An answer of the API only (not any HelmrError), also from another copy of the SDK. */
@@ -35,6 +38,29 @@ export interface HelmrClientOptions {
   readonly apiKey?: string
   /** A fetch implementation (default: the global one). */
   readonly fetch?: typeof fetch
+  /**
+   * How an idempotent request (a GET, or one with an `idempotency_key`, which create, enqueue, send and the
+   * controls carry) is retried when answered 503 with `Retry-After`, as the control plane answers while its
+   * database is unreachable: after `Retry-After`, at most `maxDelayMs` (default 10000), at most `attempts`
+   * tries in all (default 8), never past the request's `signal`. Other requests and errors are not retried.
+   */
+  readonly retry?: { readonly attempts?: number; readonly maxDelayMs?: number }
+}
+
+/** Reads a `Retry-After` header (seconds or an HTTP date) as milliseconds; undefined when absent, malformed or past. */
+function parseRetryAfter(v: string | null, now = Date.now()): number | undefined {
+  const t = v?.trim()
+  if (!t) return undefined
+  if (/^\d+$/.test(t)) return Number(t) > 0 ? Math.min(Number(t), 86_400) * 1000 : undefined
+  const at = Date.parse(t)
+  return Number.isNaN(at) || at <= now ? undefined : at - now
+}
+
+/** Whether a request may be sent again without doing twice what it does: a GET, or a JSON body with an idempotency_key. */
+function idempotent(method: string, body: unknown): boolean {
+  if (method === "GET") return true
+  const k = typeof body === "object" && body !== null && !(body instanceof FormData) ? (body as Record<string, unknown>).idempotency_key : undefined
+  return typeof k === "string" && k !== ""
 }
 
 // Keys whose values are user JSON (or wire shapes the spec keeps as sent): not converted to camelCase.
@@ -78,6 +104,7 @@ export class HelmrClient {
   readonly baseUrl: string
   private readonly apiKey: string
   private readonly fetchFn: typeof fetch
+  private readonly retry: { readonly attempts: number; readonly maxDelayMs: number }
 
   constructor(options: HelmrClientOptions = {}) {
     const base = options.baseUrl ?? process.env.HELMR_API_URL ?? "http://127.0.0.1:7070"
@@ -85,10 +112,27 @@ export class HelmrClient {
     this.baseUrl = base.replace(/\/+$/, "")
     this.apiKey = options.apiKey ?? process.env.HELMR_API_KEY ?? ""
     this.fetchFn = options.fetch ?? fetch
+    this.retry = { attempts: Math.max(1, options.retry?.attempts ?? 8), maxDelayMs: Math.max(0, options.retry?.maxDelayMs ?? 10_000) }
   }
 
-  /** @internal One request; JSON in (snake_case as given) and out (camelCase). */
-  async request<R>(method: string, path: string, opts: { query?: Record<string, unknown>; body?: unknown; raw?: boolean; headers?: Record<string, string> } & T.RequestOptions = {}): Promise<R> {
+  /**
+   * @internal One request; JSON in (snake_case as given) and out (camelCase). An idempotent request answered
+   * 503 with Retry-After is sent again under the client's retry policy, unless `noRetry` (for loops that retry
+   * on their own).
+   */
+  async request<R>(method: string, path: string, opts: { query?: Record<string, unknown>; body?: unknown; raw?: boolean; headers?: Record<string, string>; noRetry?: boolean } & T.RequestOptions = {}): Promise<R> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.requestOnce<R>(method, path, opts)
+      } catch (e) {
+        if (opts.noRetry || !(e instanceof APIError) || e.status !== 503 || e.retryAfterMs === undefined ||
+          !idempotent(method, opts.body) || attempt >= this.retry.attempts || opts.signal?.aborted) throw e
+        try { await sleep(Math.min(e.retryAfterMs, this.retry.maxDelayMs), opts.signal) } catch { throw e }
+      }
+    }
+  }
+
+  private async requestOnce<R>(method: string, path: string, opts: { query?: Record<string, unknown>; body?: unknown; raw?: boolean; headers?: Record<string, string> } & T.RequestOptions): Promise<R> {
     const url = new URL(this.baseUrl + path)
     for (const [k, v] of Object.entries(opts.query ?? {})) {
       if (v === undefined || v === null) continue
@@ -110,7 +154,8 @@ export class HelmrClient {
     if (!res.ok) {
       const e = (json as { error?: { code?: string; message?: string; details?: Record<string, unknown> } } | undefined)?.error
       const rid = res.headers.get("x-request-id") ?? undefined
-      throw new APIError(res.status, e?.code ?? (res.status === 401 ? "unauthorized" : res.status === 404 ? "not_found" : "internal"), e?.message ?? (text.slice(0, 200) || res.statusText), e?.details, rid)
+      throw new APIError(res.status, e?.code ?? (res.status === 401 ? "unauthorized" : res.status === 404 ? "not_found" : "internal"), e?.message ?? (text.slice(0, 200) || res.statusText), e?.details, rid,
+        parseRetryAfter(res.headers.get("retry-after")))
     }
     return (opts.raw ? json : camel(json)) as R
   }
@@ -328,13 +373,13 @@ class TurnHandle<A extends AgentContract = AgentContract<string, JsonValue, Json
       const started = Date.now()
       let r: T.TimedTurnWaitResult
       try {
-        r = await this.client.request<T.TimedTurnWaitResult>("GET", `${this.path}/wait`, { signal: options.signal, query: { timeout: `${Math.ceil(chunk)}ms` } })
+        r = await this.client.request<T.TimedTurnWaitResult>("GET", `${this.path}/wait`, { signal: options.signal, query: { timeout: `${Math.ceil(chunk)}ms` }, noRetry: true })
       } catch (e) {
         if (options.signal?.aborted) throw e
         // Transient: the network or an unavailable server; anything else is final.
         if (e instanceof APIError && e.status < 500) throw e
         if (++failures >= 10) throw e
-        await sleep(Math.min(100 * 2 ** failures, 2000), options.signal)
+        await sleep(e instanceof APIError && e.retryAfterMs !== undefined ? Math.min(e.retryAfterMs, 10_000) : Math.min(100 * 2 ** failures, 2000), options.signal)
         continue
       }
       failures = 0
@@ -393,8 +438,9 @@ async function* streamEvents(client: HelmrClient, path: string, after: number, o
         let e: { code?: string; message?: string; details?: Record<string, unknown> } | undefined
         try { e = JSON.parse(text).error } catch { /* not JSON */ }
         if (res.status < 500) throw new APIError(res.status, e?.code ?? "internal", e?.message ?? text, e?.details)
-        if (++failures >= 10) throw new APIError(res.status, e?.code ?? "unavailable", e?.message ?? text)
-        await sleep(Math.min(100 * 2 ** failures, 2000), stop.signal).catch(() => {})
+        const retryAfterMs = parseRetryAfter(res.headers.get("retry-after"))
+        if (++failures >= 10) throw new APIError(res.status, e?.code ?? "unavailable", e?.message ?? text, undefined, undefined, retryAfterMs)
+        await sleep(retryAfterMs !== undefined ? Math.min(retryAfterMs, 10_000) : Math.min(100 * 2 ** failures, 2000), stop.signal).catch(() => {})
         continue
       }
       failures = 0
