@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
@@ -58,7 +59,12 @@ func (s *Supervisor) started(p *proc, t *store.Turn, msgs []store.Message, err e
 			s.stopIdle(p)
 			return
 		}
-		if err != nil && s.ctx.Err() == nil {
+		switch {
+		case errors.Is(err, store.ErrUnavailable) && s.ctx.Err() == nil:
+			// The store logs the outage once; the queued Turn is looked
+			// for again shortly, as nothing else may announce it.
+			s.clock.AfterFunc(time.Second, func() { s.dispatch(p) })
+		case err != nil && s.ctx.Err() == nil:
 			s.log.Error("start turn", "session", p.sessionID, "err", err)
 		}
 		if again {
