@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"syscall"
+	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
 )
@@ -103,4 +104,40 @@ type Provider interface {
 	// Delete removes the Computer and its files; its processes must have
 	// ended.
 	Delete(ctx context.Context, id string) error
+}
+
+// Parker is a Provider that can park a Restorable process: checkpoint it
+// to disk and end it, so that it holds no memory and no process, then
+// restore it later with its memory and its place in its code (decision
+// 0024). Each parked process has a name (one per session process, its
+// Session's ID) under its Computer: the images live in the Computer's
+// directory, readable by the control plane alone, and go with it.
+type Parker interface {
+	// CheckpointOff says why this provider cannot park processes ("" when
+	// it can).
+	CheckpointOff() string
+	// Park checkpoints the Restorable process pr, started in Computer spec,
+	// under name, and ends it. On an error the process runs on as it was
+	// (its network too) and no images are left.
+	Park(ctx context.Context, spec Spec, name string, pr Process) (ParkStats, error)
+	// Unpark restores the process parked under name in Computer spec,
+	// which must exist. ps gives what the process held outside its
+	// sandbox again: Stdout and Stderr (its log, an *os.File). The
+	// restored process is Restorable: it can be parked again. The images
+	// stay until DropParked.
+	Unpark(ctx context.Context, spec Spec, name string, ps ProcessSpec) (Process, error)
+	// Parked reports whether Computer id holds a parked process under
+	// name.
+	Parked(id, name string) bool
+	// DropParked deletes the images of the process parked under name in
+	// Computer id; no images is not an error.
+	DropParked(id, name string) error
+}
+
+// ParkStats tells what one park cost.
+type ParkStats struct {
+	// Took is how long the checkpoint took, until the process was gone.
+	Took time.Duration
+	// Bytes is the size of its images on disk.
+	Bytes int64
 }

@@ -45,7 +45,14 @@ const (
 	TypeWaitResolved = "wait.resolved"
 	// TypeMCPResult answers mcp.scope and mcp.call, by call_id.
 	TypeMCPResult = "mcp.result"
+	// TypePark tells a process that announced FeaturePark that it is
+	// about to be checkpointed: it closes its connection and dials again
+	// no sooner than Msg.Pause (docs/protocol.md, "Parking").
+	TypePark = "park"
 )
+
+// FeaturePark, in hello's features, says the process understands park.
+const FeaturePark = "park"
 
 // Message types, process to server.
 const (
@@ -113,6 +120,12 @@ type Msg struct {
 	PID      int    `json:"pid,omitempty"`
 	// Resume is set in the hello of a process that reconnects.
 	Resume *Resume `json:"resume,omitempty"`
+	// Features lists what the process understands beyond the base
+	// protocol (FeaturePark).
+	Features []string `json:"features,omitempty"`
+	// park: the process dials again no sooner than this (a Duration such
+	// as "5s").
+	Pause string `json:"pause,omitempty"`
 	// welcome
 	Welcome *Welcome `json:"welcome,omitempty"`
 	// turn.start
