@@ -14,9 +14,9 @@ const (
 	ResidencyCold      = "cold"      // no process runs
 	ResidencyStarting  = "starting"  // a process is starting
 	ResidencyRunning   = "running"   // a process runs
-	ResidencyParking   = "parking"   // its processes are being frozen
-	ResidencyParked    = "parked"    // its processes are frozen (hibernated); they resume on demand
-	ResidencyRestoring = "restoring" // its frozen processes are being thawed
+	ResidencyParking   = "parking"   // its processes are being checkpointed (or frozen, where checkpoints are off)
+	ResidencyParked    = "parked"    // its processes are checkpointed to disk and ended (frozen, where checkpoints are off); they are restored on demand
+	ResidencyRestoring = "restoring" // its processes are being restored (thawed)
 	// ResidencyUnavailable: its last process could not start; the
 	// Computer's error says why. The next start tries again.
 	ResidencyUnavailable = "unavailable"
@@ -36,9 +36,13 @@ type ComputerState struct {
 	Error *Error `json:"error,omitempty"`
 	// LimitsOff says why the host does not enforce its Template's cpu,
 	// memory and process limits ("" when it does).
-	LimitsOff string     `json:"limits_off,omitempty"`
-	CreatedAt time.Time  `json:"created_at"`
-	DeletedAt *time.Time `json:"deleted_at,omitempty"`
+	LimitsOff string `json:"limits_off,omitempty"`
+	// CheckpointOff says why this host cannot checkpoint its processes
+	// ("" when it can): a parked Computer is then frozen, holding its
+	// memory.
+	CheckpointOff string     `json:"checkpoint_off,omitempty"`
+	CreatedAt     time.Time  `json:"created_at"`
+	DeletedAt     *time.Time `json:"deleted_at,omitempty"`
 	// Implicit is set for a Computer made for a Session at its first
 	// launch: it is deleted once nothing has used it for a grace period.
 	Implicit bool `json:"implicit,omitempty"`

@@ -218,7 +218,19 @@ const (
 	EventWaitSuspended = "wait.suspended"
 	EventWaitResumed   = "wait.resumed"
 	EventWaitResolved  = "wait.resolved"
+	// EventComputerResidency records a change of where the Session's
+	// process is: running, parking, parked, restoring
+	// (ComputerResidencyEvent).
+	EventComputerResidency = "computer.residency"
 )
+
+// ComputerResidencyEvent is the data of a computer.residency event.
+type ComputerResidencyEvent struct {
+	ComputerID string `json:"computer_id"`
+	Residency  string `json:"residency"`
+	// Error says why a park or a restore failed, when one did.
+	Error *Error `json:"error,omitempty"`
+}
 
 // TurnEventKind returns the event kind recording a Turn reaching status.
 func TurnEventKind(status string) string { return "turn." + status }

@@ -50,11 +50,17 @@ func (e *Engine) TakeOver(ctx context.Context, sessionID string, ttl time.Durati
 		if !fresh {
 			return nil
 		}
-		if p, err := tx.GetProcess(ctx, sessionID); err == nil && p.NodeID != e.node {
+		p, err := tx.GetProcess(ctx, sessionID)
+		switch {
+		case err == nil && p.Parked:
+			// Parked by its node: this node restores it from its images,
+			// and its running Turn goes on.
+			return e.scheduleRecovered(ctx, tx, sessionID)
+		case err == nil && p.NodeID != e.node:
 			if err := tx.DeleteProcess(ctx, sessionID, p.LaunchID); err != nil {
 				return err
 			}
-		} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+		case err != nil && !errors.Is(err, store.ErrNotFound):
 			return err
 		}
 		t, err := tx.ActiveTurn(ctx, sessionID)

@@ -51,6 +51,14 @@ func (e *Engine) SetLimitsOff(why string) {
 	e.limitsOff = why
 }
 
+// SetCheckpointOff records why this host cannot checkpoint session
+// processes; every Computer's checkpoint_off says it.
+func (e *Engine) SetCheckpointOff(why string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.checkpointOff = why
+}
+
 func (e *Engine) commandRunner() CommandRunner {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
@@ -67,7 +75,7 @@ func (e *Engine) computerView(c *store.Computer) helmrtype.ComputerState {
 		v.Residency, v.Error = e.commandRunner().Residency(c.ID)
 	}
 	e.mu.RLock()
-	v.LimitsOff = e.limitsOff
+	v.LimitsOff, v.CheckpointOff = e.limitsOff, e.checkpointOff
 	e.mu.RUnlock()
 	return v
 }

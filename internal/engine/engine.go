@@ -99,10 +99,10 @@ type Engine struct {
 	memory *turnMemory
 
 	mu sync.RWMutex
-	// limitsOff: see SetLimitsOff.
-	limitsOff string
-	notifier  Notifier
-	runner    CommandRunner
+	// limitsOff: see SetLimitsOff; checkpointOff: see SetCheckpointOff.
+	limitsOff, checkpointOff string
+	notifier                 Notifier
+	runner                   CommandRunner
 
 	sched sched
 	// schedMu guards armed, the Schedules with a timer.

@@ -346,6 +346,21 @@ func (e *Engine) RecordWaitEvent(ctx context.Context, sessionID, turnID, kind st
 	return err
 }
 
+// RecordResidency records a change of the residency of the Session's
+// process on its Computer (computer.residency), with the error of a park or
+// a restore that failed.
+func (e *Engine) RecordResidency(ctx context.Context, sessionID, turnID, computerID, residency string, failure *helmrtype.Error) error {
+	err := e.store.Update(ctx, func(tx store.Tx) error {
+		_, err := e.appendEvent(ctx, tx, sessionID, turnID, helmrtype.EventComputerResidency,
+			helmrtype.ComputerResidencyEvent{ComputerID: computerID, Residency: residency, Error: failure}, e.Now())
+		return err
+	})
+	if err == nil {
+		e.wake(sessionID)
+	}
+	return err
+}
+
 // OpenWaitsOf returns the open waits of a Session (all Sessions when
 // empty).
 func (e *Engine) OpenWaitsOf(ctx context.Context, sessionID string) ([]store.Wait, error) {

@@ -544,6 +544,11 @@ type Process struct {
 	LaunchedAt time.Time
 	// NodeID is the control-plane node that launched the process.
 	NodeID string
+	// Parked: the process was checkpointed to disk and ended; its images
+	// are in its Computer's directory and it is restored on demand, by
+	// whichever node supervises the Session (PID and StartID name the
+	// process as it was before the park).
+	Parked bool
 }
 
 // Ask is a question a Turn asked a person.

@@ -14,6 +14,9 @@ import (
 func (s *Supervisor) start(p *proc, token string) {
 	defer s.wg.Done()
 	ctx := s.ctx
+	// The Session's previous process, read before the lease is taken: a
+	// takeover forgets another node's record.
+	prev, _ := s.eng.ProcessRecord(ctx, p.sessionID)
 	if !s.takeOver(ctx, p.sessionID) {
 		// Another node supervises the Session; the notices of this work
 		// reach it.
@@ -24,7 +27,7 @@ func (s *Supervisor) start(p *proc, token string) {
 	p.mu.Lock()
 	p.leasedAt = s.clock.Now()
 	p.mu.Unlock()
-	s.endPredecessor(ctx, p.sessionID)
+	s.endPredecessor(ctx, p.sessionID, prev)
 	var bin string
 	l, err := s.eng.PrepareLaunch(ctx, p.sessionID, false)
 	if err == nil {
@@ -110,9 +113,8 @@ func (s *Supervisor) start(p *proc, token string) {
 // prevent. One on another host cannot be reached from here: it ends by
 // itself once its reconnect window is over (a clustered node bounds that
 // window by its lease TTL).
-func (s *Supervisor) endPredecessor(ctx context.Context, sessionID string) {
-	rec, err := s.eng.ProcessRecord(ctx, sessionID)
-	if err != nil || rec == nil || rec.StartID == "" {
+func (s *Supervisor) endPredecessor(ctx context.Context, sessionID string, rec *store.Process) {
+	if rec == nil || rec.StartID == "" || rec.Parked {
 		return
 	}
 	if !onThisHost(rec.StartID) {

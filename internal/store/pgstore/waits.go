@@ -63,12 +63,12 @@ func scanOne[T any](row pgx.Row, scan func(pgx.Row) (*T, error)) (*T, error) {
 
 // --- processes ---
 
-const processCols = `session_id, launch_id, pid, start_id, token_hash, computer_id, recovery, launched_at, node_id`
+const processCols = `session_id, launch_id, pid, start_id, token_hash, computer_id, recovery, launched_at, node_id, parked`
 
 func scanProcess(row pgx.Row) (*store.Process, error) {
 	var p store.Process
 	var pid int64
-	if err := row.Scan(&p.SessionID, &p.LaunchID, &pid, &p.StartID, &p.TokenHash, &p.ComputerID, &p.Recovery, &p.LaunchedAt, &p.NodeID); err != nil {
+	if err := row.Scan(&p.SessionID, &p.LaunchID, &pid, &p.StartID, &p.TokenHash, &p.ComputerID, &p.Recovery, &p.LaunchedAt, &p.NodeID, &p.Parked); err != nil {
 		return nil, err
 	}
 	p.PID = int(pid)
@@ -77,11 +77,11 @@ func scanProcess(row pgx.Row) (*store.Process, error) {
 }
 
 func (t *tx) PutProcess(ctx context.Context, p *store.Process) error {
-	return t.exec(ctx, p.SessionID, `INSERT INTO processes(`+processCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+	return t.exec(ctx, p.SessionID, `INSERT INTO processes(`+processCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
  ON CONFLICT (session_id) DO UPDATE SET launch_id = excluded.launch_id, pid = excluded.pid, start_id = excluded.start_id,
  token_hash = excluded.token_hash, computer_id = excluded.computer_id, recovery = excluded.recovery, launched_at = excluded.launched_at,
- node_id = excluded.node_id`,
-		p.SessionID, p.LaunchID, int64(p.PID), p.StartID, p.TokenHash, p.ComputerID, p.Recovery, p.LaunchedAt, p.NodeID)
+ node_id = excluded.node_id, parked = excluded.parked`,
+		p.SessionID, p.LaunchID, int64(p.PID), p.StartID, p.TokenHash, p.ComputerID, p.Recovery, p.LaunchedAt, p.NodeID, p.Parked)
 }
 
 func (t *tx) GetProcess(ctx context.Context, sessionID string) (*store.Process, error) {

@@ -62,12 +62,12 @@ func queryOne[T any](ctx context.Context, t *tx, scan func(interface{ Scan(...an
 
 // --- processes ---
 
-const processCols = `session_id, launch_id, pid, start_id, token_hash, computer_id, recovery, launched_at, node_id`
+const processCols = `session_id, launch_id, pid, start_id, token_hash, computer_id, recovery, launched_at, node_id, parked`
 
 func scanProcess(sc interface{ Scan(...any) error }) (*store.Process, error) {
 	var p store.Process
 	var launched int64
-	if err := sc.Scan(&p.SessionID, &p.LaunchID, &p.PID, &p.StartID, &p.TokenHash, &p.ComputerID, &p.Recovery, &launched, &p.NodeID); err != nil {
+	if err := sc.Scan(&p.SessionID, &p.LaunchID, &p.PID, &p.StartID, &p.TokenHash, &p.ComputerID, &p.Recovery, &launched, &p.NodeID, &p.Parked); err != nil {
 		return nil, err
 	}
 	p.LaunchedAt = fromMicros(launched)
@@ -75,11 +75,11 @@ func scanProcess(sc interface{ Scan(...any) error }) (*store.Process, error) {
 }
 
 func (t *tx) PutProcess(ctx context.Context, p *store.Process) error {
-	return t.exec(ctx, `INSERT INTO processes(`+processCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+	return t.exec(ctx, `INSERT INTO processes(`+processCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
  ON CONFLICT(session_id) DO UPDATE SET launch_id = excluded.launch_id, pid = excluded.pid, start_id = excluded.start_id,
  token_hash = excluded.token_hash, computer_id = excluded.computer_id, recovery = excluded.recovery, launched_at = excluded.launched_at,
- node_id = excluded.node_id`,
-		p.SessionID, p.LaunchID, p.PID, p.StartID, p.TokenHash, p.ComputerID, p.Recovery, micros(p.LaunchedAt), p.NodeID)
+ node_id = excluded.node_id, parked = excluded.parked`,
+		p.SessionID, p.LaunchID, p.PID, p.StartID, p.TokenHash, p.ComputerID, p.Recovery, micros(p.LaunchedAt), p.NodeID, p.Parked)
 }
 
 func (t *tx) GetProcess(ctx context.Context, sessionID string) (*store.Process, error) {

@@ -27,7 +27,7 @@ func storedProcess(p store.Process) store.Process {
 
 func testProcesses(t *testing.T, s store.Store) {
 	full := &store.Process{SessionID: "ses-2", LaunchID: "launch-1", PID: 4194303, StartID: "boot-abc:123456789",
-		TokenHash: "sha256:ffff", ComputerID: "cmp-1", Recovery: "reattach", LaunchedAt: at(60), NodeID: "node-1"}
+		TokenHash: "sha256:ffff", ComputerID: "cmp-1", Recovery: "reattach", LaunchedAt: at(60), NodeID: "node-1", Parked: true}
 	minimal := &store.Process{SessionID: "ses-1", LaunchID: "launch-2", PID: 1, LaunchedAt: at(61)}
 	view(t, s, func(ctx context.Context, tx store.Tx) error {
 		ps, err := tx.ListProcesses(ctx)
