@@ -187,22 +187,22 @@ V["park-wait-ask"] = dict(description="a Turn waits on a question; the server pa
         {"expect": {"type": "ask", "turn_id": "t1", "op": 1, "ask": {"id": "$capture:q"}}},
         {"expect": {"type": "wait.start", "turn_id": "t1", "op": 2, "wait": {"id": "$capture:w", "kind": "ask", "target_id": "$ref:q"}}},
         {"quiet": "100ms"}] + park("2s") + [
-        {"no_dial": "1800ms", "note": "nothing before the pause has passed"},
+        {"no_dial": "1500ms", "note": "nothing before the pause has passed (less the runner's own delay)"},
         hello(resume={"ready": True, "turn_id": "t1"}, features=["park"]), welcome("reattached"),
         {"expect": {"type": "wait.resume", "turn_id": "t1", "wait_id": "$ref:w"}},
         {"send": {"type": "wait.resolved", "turn_id": "t1", "wait_id": "$ref:w", "outcome": {"status": "resolved", "value": "Ada", "responded_by": {"kind": "api_key", "id": "key-1"}}}},
         {"expect": settle("t1", op=3, result={"answer": "Ada", "by": "api_key"})}] + shutdown())
 V["park-idle"] = dict(description="an idle ready process is parked: it closes, does not dial before the pause, rejoins with resume {ready: true} and no Turn, and serves the next Turn (section 10, Parking)", auto_ack=True,
-    steps=park_open() + park("1500ms") + [
-        {"no_dial": "1300ms"},
+    steps=park_open() + park("2s") + [
+        {"no_dial": "1500ms", "note": "nothing before the pause has passed (less the runner's own delay)"},
         hello(resume={"ready": True, "turn_id": "$absent"}, features=["park"]), welcome("reattached"),
         {"quiet": "200ms", "note": "no op to replay, no wait to resume"},
         start("t1", {"do": "echo", "text": "back"}),
         {"expect": {"type": "output", "turn_id": "t1", "op": 1, "content": text("echo: back")}},
         {"expect": settle("t1", op=2, result={"echo": "back", "sequence": 1})}] + shutdown())
 V["park-write-during-pause"] = dict(description="a handler that writes during a park's pause (woken on its own clock): nothing is written on the closed connection and no dial happens early; the op goes after the rejoin (section 10, Parking)", auto_ack=True,
-    steps=park_open() + [start("t1", {"do": "nap", "for": "400ms"})] + park("1500ms") + [
-        {"no_dial": "1300ms", "note": "the nap ends and the handler writes during the pause"},
+    steps=park_open() + [start("t1", {"do": "nap", "for": "400ms"})] + park("2s") + [
+        {"no_dial": "1500ms", "note": "the nap ends and the handler writes during the pause; no dial before it has passed"},
         hello(resume={"ready": True, "turn_id": "t1"}, features=["park"]), welcome("reattached"),
         {"expect": {"type": "output", "turn_id": "t1", "op": 1, "content": text("awake")}, "note": "the write made during the pause"},
         {"expect": settle("t1", op=2, result={"napped": True})}] + shutdown())
