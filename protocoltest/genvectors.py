@@ -2,9 +2,10 @@
 # Edit the vectors here and run: python3 protocoltest/genvectors.py
 import json, os
 T0 = "2026-01-02T03:04:05Z"
-def hello(resume=None):
+def hello(resume=None, features=None):
     h = {"type": "hello", "protocol": "helmr.session.v1", "pid": "$number"}
     if resume is not None: h["resume"] = resume
+    if features is not None: h["features"] = features
     return {"expect": h, "note": "hello"}
 def welcome(kind="initial", agent="conformance"):
     return {"send": {"type": "welcome", "welcome": {"agent": agent, "session_id": "0197a3c2-5b1e-7c40-9a55-2f1e0c9d8b11",
@@ -174,6 +175,44 @@ V["sigterm"] = dict(description="SIGTERM drains like shutdown: stopping, the run
         {"expect": {"type": "stopping"}},
         {"expect": settle("t1", "interrupted", error=err("interrupted"))},
         {"expect_close": 1000}, {"expect_exit": 0}])
+# Parking (protocol.md, section 10, "Parking"): the process announces park in
+# every hello; on park it closes with 1000 "parked", dials no sooner than the
+# pause, and rejoins as after a lost connection.
+park_open = lambda: [hello(features=["park"]), welcome(), ready()]
+def park(pause):
+    return [{"send": {"type": "park", "pause": pause}},
+        {"expect_close": 1000, "close_reason": "parked", "note": "the process closes its connection"}]
+V["park-wait-ask"] = dict(description="a Turn waits on a question; the server parks the process: close 1000 \"parked\", no dial before the pause, hello with resume and features, wait.resume; the answer settles the Turn (section 10, Parking)", auto_ack=True,
+    steps=park_open() + [start("t1", {"do": "ask"}),
+        {"expect": {"type": "ask", "turn_id": "t1", "op": 1, "ask": {"id": "$capture:q"}}},
+        {"expect": {"type": "wait.start", "turn_id": "t1", "op": 2, "wait": {"id": "$capture:w", "kind": "ask", "target_id": "$ref:q"}}},
+        {"quiet": "100ms"}] + park("2s") + [
+        {"no_dial": "1500ms", "note": "nothing before the pause has passed (less the runner's own delay)"},
+        hello(resume={"ready": True, "turn_id": "t1"}, features=["park"]), welcome("reattached"),
+        {"expect": {"type": "wait.resume", "turn_id": "t1", "wait_id": "$ref:w"}},
+        {"send": {"type": "wait.resolved", "turn_id": "t1", "wait_id": "$ref:w", "outcome": {"status": "resolved", "value": "Ada", "responded_by": {"kind": "api_key", "id": "key-1"}}}},
+        {"expect": settle("t1", op=3, result={"answer": "Ada", "by": "api_key"})}] + shutdown())
+V["park-idle"] = dict(description="an idle ready process is parked: it closes, does not dial before the pause, rejoins with resume {ready: true} and no Turn, and serves the next Turn (section 10, Parking)", auto_ack=True,
+    steps=park_open() + park("2s") + [
+        {"no_dial": "1500ms", "note": "nothing before the pause has passed (less the runner's own delay)"},
+        hello(resume={"ready": True, "turn_id": "$absent"}, features=["park"]), welcome("reattached"),
+        {"quiet": "200ms", "note": "no op to replay, no wait to resume"},
+        start("t1", {"do": "echo", "text": "back"}),
+        {"expect": {"type": "output", "turn_id": "t1", "op": 1, "content": text("echo: back")}},
+        {"expect": settle("t1", op=2, result={"echo": "back", "sequence": 1})}] + shutdown())
+V["park-write-during-pause"] = dict(description="a handler that writes during a park's pause (woken on its own clock): nothing is written on the closed connection and no dial happens early; the op goes after the rejoin (section 10, Parking)", auto_ack=True,
+    steps=park_open() + [start("t1", {"do": "nap", "for": "400ms"})] + park("2s") + [
+        {"no_dial": "1500ms", "note": "the nap ends and the handler writes during the pause; no dial before it has passed"},
+        hello(resume={"ready": True, "turn_id": "t1"}, features=["park"]), welcome("reattached"),
+        {"expect": {"type": "output", "turn_id": "t1", "op": 1, "content": text("awake")}, "note": "the write made during the pause"},
+        {"expect": settle("t1", op=2, result={"napped": True})}] + shutdown())
+V["park-ignored"] = dict(description="a park before the welcome, and a park whose pause is not a Duration, are ignored: the connection stays (section 10, Parking)", auto_ack=True,
+    steps=[hello(features=["park"]), {"send": {"type": "park", "pause": "1s"}}, {"quiet": "300ms", "note": "no close before the welcome"},
+        welcome(), ready(),
+        {"send": {"type": "park", "pause": "soon"}}, {"quiet": "300ms", "note": "no close for a bad pause"},
+        start("t1", {"do": "echo", "text": "still here"}),
+        {"expect": {"type": "output", "turn_id": "t1", "op": 1, "content": text("echo: still here")}},
+        {"expect": settle("t1", op=2, result={"echo": "still here", "sequence": 1})}] + shutdown())
 V["init-fails"] = dict(description="an init that throws sends init.failed (handler_failed) and exits 1 (section 3)", agent="init-fails",
     steps=[hello(), welcome(agent="init-fails"), {"expect": {"type": "init.failed", "error": {"code": "handler_failed", "message": "$string"}}}, {"expect_exit": 1}])
 V["unknown-agent"] = dict(description="an Agent the program does not have: init.failed with not_found, exit 1", agent="nope",

@@ -14,6 +14,8 @@
 //	{"quiet": "300ms"}              the process sends nothing for that long
 //	{"drop": true}                  the server drops the connection (as a dying control plane)
 //	{"expect_close": 1000}          the process closes the WebSocket with that status
+//	                                (and "close_reason": TEXT, with that reason)
+//	{"no_dial": "2s"}               the process opens no connection for that long
 //	{"expect_exit": 0}              the process exits with that status
 //	{"expect_stdout": PATTERN}      what the process printed, as JSON, matches PATTERN
 //	{"signal": "SIGTERM"}           the process gets the signal
@@ -48,6 +50,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -78,7 +81,8 @@ type Vector struct {
 	Steps []Step `json:"steps"`
 }
 
-// Step is one step of a Vector; exactly one field is set (Note aside).
+// Step is one step of a Vector; exactly one field is set (Note and
+// CloseReason aside).
 type Step struct {
 	// Note names the step in failure reports.
 	Note string `json:"note,omitempty"`
@@ -94,6 +98,11 @@ type Step struct {
 	Drop bool `json:"drop,omitempty"`
 	// ExpectClose is the status the process closes the WebSocket with.
 	ExpectClose *int `json:"expect_close,omitempty"`
+	// CloseReason, with ExpectClose, is the close's reason.
+	CloseReason string `json:"close_reason,omitempty"`
+	// NoDial is a Duration during which the process must open no
+	// connection (make no request to the endpoint).
+	NoDial string `json:"no_dial,omitempty"`
 	// ExpectExit is the status the process exits with.
 	ExpectExit *int `json:"expect_exit,omitempty"`
 	// ExpectStdout is the pattern of what the process printed, as JSON.
@@ -176,6 +185,7 @@ type runner struct {
 	log    []string // what was exchanged, for failure reports
 	cmd    *exec.Cmd
 	done   chan struct{} // closed when the vector is over
+	dials  atomic.Int64  // requests to the endpoint so far
 }
 
 // RunVector runs one vector against the agent program started by argv and
@@ -294,6 +304,7 @@ func startAgent(cmd *exec.Cmd, dir, sock, token, agent string) error {
 // serveHTTP is the protocol endpoint: it checks the credential and the
 // subprotocol as the control plane does, then reads the connection.
 func (r *runner) serveHTTP(w http.ResponseWriter, req *http.Request) {
+	r.dials.Add(1)
 	ws := acceptProcess(w, req, r.token)
 	if ws == nil {
 		return
@@ -356,7 +367,19 @@ func (r *runner) step(ctx context.Context, s Step, exited chan int, stdout *byte
 		r.cur = nil
 		return nil
 	case s.ExpectClose != nil:
-		return r.expectClose(*s.ExpectClose)
+		return r.expectClose(*s.ExpectClose, s.CloseReason)
+	case s.NoDial != "":
+		d, err := time.ParseDuration(s.NoDial)
+		if err != nil {
+			return err
+		}
+		before := r.dials.Load()
+		time.Sleep(d)
+		if n := r.dials.Load() - before; n > 0 {
+			return fmt.Errorf("the process opened %d connection(s) within %s, want none", n, s.NoDial)
+		}
+		r.log = append(r.log, "server: no connection for "+s.NoDial)
+		return nil
 	case s.ExpectExit != nil:
 		select {
 		case code := <-exited:
@@ -530,8 +553,8 @@ func (r *runner) saveCaps() map[string]any {
 }
 
 // expectClose waits for the process to close the current connection with
-// status code.
-func (r *runner) expectClose(code int) error {
+// status code and, when reason is not empty, that reason.
+func (r *runner) expectClose(code int, reason string) error {
 	deadline := time.After(stepTimeout)
 	for {
 		select {
@@ -545,9 +568,14 @@ func (r *runner) expectClose(code int) error {
 			}
 			r.cur = nil
 			got := int(websocket.CloseStatus(e.err))
-			r.log = append(r.log, fmt.Sprintf("process: close %d", got))
+			var ce websocket.CloseError
+			errors.As(e.err, &ce)
+			r.log = append(r.log, fmt.Sprintf("process: close %d %q", got, ce.Reason))
 			if got != code {
 				return fmt.Errorf("the connection ended with status %d (%v), want %d", got, e.err, code)
+			}
+			if reason != "" && ce.Reason != reason {
+				return fmt.Errorf("the connection closed with reason %q, want %q", ce.Reason, reason)
 			}
 			return nil
 		case <-deadline:

@@ -81,12 +81,15 @@ type Conn struct {
 	redial func(context.Context) (*websocket.Conn, error)
 	window time.Duration
 
-	// wmu orders writes and guards ws: an operation is registered and
-	// written under it, and a reconnect replays the unacknowledged ones
-	// under it, so every op reaches the server once per connection, in
-	// order.
+	// wmu orders writes and guards ws and parked: an operation is
+	// registered and written under it, and a reconnect replays the
+	// unacknowledged ones under it, so every op reaches the server once
+	// per connection, in order.
 	wmu sync.Mutex
 	ws  *websocket.Conn
+	// parked is set from a park until the next welcome: nothing is
+	// written on ws (operations stay pending and go after the rejoin).
+	parked bool
 
 	mu      sync.Mutex
 	pending map[string]*pendingOp         // by turn ID + op
@@ -197,10 +200,14 @@ func serve(ctx context.Context, ws *websocket.Conn, agentID string, agents []Age
 	stop := context.AfterFunc(ctx, func() { shutdown(ErrShutdown) })
 	defer stop()
 
-	if err := c.write(conn, &protocol.Msg{Type: protocol.TypeHello, Protocol: protocol.Version, PID: os.Getpid()}); err != nil {
+	if err := c.write(conn, c.hello(nil)); err != nil {
 		return err
 	}
+	// A park before the welcome is ignored (docs/protocol.md, "Parking").
 	m, err := c.read(conn)
+	for err == nil && m.Type == protocol.TypePark {
+		m, err = c.read(conn)
+	}
 	if err != nil {
 		return err
 	}
@@ -230,7 +237,19 @@ func serve(ctx context.Context, ws *websocket.Conn, agentID string, agents []Age
 	go func() {
 		for {
 			m, err := c.read(conn)
-			if err != nil && procCtx.Err() == nil && c.reconnect(conn, err) {
+			if err == nil && m.Type == protocol.TypePark {
+				// A park is obeyed only by a process that can dial again
+				// and is not stopping; otherwise it is ignored.
+				pause, ok := parkPause(m.Pause)
+				if !ok || c.redial == nil || procCtx.Err() != nil {
+					continue
+				}
+				c.park()
+				if c.reconnectAfter(conn, pause) {
+					continue
+				}
+				err = helmrtype.Errorf(helmrtype.CodeUnavailable, "parked, then no control plane took the process back within the reconnect window")
+			} else if err != nil && procCtx.Err() == nil && c.reconnect(conn, err) {
 				continue
 			}
 			if err != nil {
@@ -399,14 +418,67 @@ func (c *Conn) write(ctx context.Context, m *protocol.Msg) error {
 	return c.writeLocked(ctx, m)
 }
 
+// errParked is what a write returns between a park and the next welcome.
+var errParked = helmrtype.Errorf(helmrtype.CodeUnavailable, "the session process is parked: it writes nothing until it has reconnected")
+
 // writeLocked writes m on the current connection; c.wmu is held.
 func (c *Conn) writeLocked(ctx context.Context, m *protocol.Msg) error {
+	if c.parked {
+		return errParked
+	}
 	b, err := json.Marshal(m)
 	if err != nil {
 		return err
 	}
 	return c.ws.Write(ctx, websocket.MessageText, b)
 }
+
+// hello is the process's hello: with resume when it reconnects, and the
+// features it understands when it can dial again (park needs that).
+func (c *Conn) hello(resume *protocol.Resume) *protocol.Msg {
+	m := &protocol.Msg{Type: protocol.TypeHello, Protocol: protocol.Version, PID: os.Getpid(), Resume: resume}
+	if c.redial != nil {
+		m.Features = []string{protocol.FeaturePark}
+	}
+	return m
+}
+
+// parkPause reads a park's pause: absent is none; anything but a
+// Duration makes the park invalid (ok false), and it is ignored.
+func parkPause(s string) (d time.Duration, ok bool) {
+	if s == "" {
+		return 0, true
+	}
+	d, err := helmrtype.ParseDuration(s)
+	return d, err == nil
+}
+
+// park obeys a park: from now nothing is written (operations stay pending
+// for the rejoin), and the connection is closed with 1000 "parked", so
+// that the process holds no connection to the control plane when it is
+// checkpointed.
+func (c *Conn) park() {
+	c.wmu.Lock()
+	c.parked = true
+	ws := c.ws
+	c.wmu.Unlock()
+	ws.Close(websocket.StatusNormalClosure, "parked")
+}
+
+// Reconnect timing. Each attempt waits its pause, dials within
+// dialTimeout and has helloTimeout for hello and welcome; what it counts
+// against the reconnect window is the time it took, but never more than
+// its pause + dialTimeout + helloTimeout + attemptMargin. So the window
+// counts the time the process ran while it tried: a jump of the clock
+// while it was frozen or checkpointed (and restored later) counts for at
+// most one attempt's share.
+const (
+	dialTimeout   = 5 * time.Second
+	helloTimeout  = 10 * time.Second
+	attemptMargin = time.Second
+	firstBackoff  = 50 * time.Millisecond
+	maxBackoff    = time.Second
+)
 
 // reconnect tries, for the reconnect window, to reach a control plane again
 // after the connection was lost (a control-plane restart): it says what it
@@ -416,49 +488,82 @@ func (c *Conn) reconnect(ctx context.Context, cause error) bool {
 	if c.redial == nil || websocket.CloseStatus(cause) == websocket.StatusPolicyViolation {
 		return false
 	}
-	end := time.Now().Add(c.window)
-	backoff := 50 * time.Millisecond
-	for time.Now().Before(end) {
-		time.Sleep(backoff)
-		backoff = min(backoff*2, time.Second)
-		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		ws, err := c.redial(dctx)
-		cancel()
-		if err != nil {
-			continue
-		}
-		c.mu.Lock()
-		resume := &protocol.Resume{Ready: c.ready}
-		if c.turn != nil {
-			resume.TurnID = c.turn.ID
-		}
-		c.mu.Unlock()
-		if c.rejoin(ctx, ws, resume) {
+	return c.reconnectAfter(ctx, firstBackoff)
+}
+
+// reconnectAfter is reconnect with the first attempt's pause given (a
+// park's pause; later attempts back off from 50 ms to 1 s).
+func (c *Conn) reconnectAfter(ctx context.Context, pause time.Duration) bool {
+	var spent time.Duration
+	backoff := firstBackoff
+	for spent < c.window {
+		start := time.Now()
+		if c.attempt(ctx, pause) {
 			return true
 		}
-		ws.CloseNow()
+		spent += attemptShare(time.Since(start), pause)
+		pause, backoff = backoff, min(backoff*2, maxBackoff)
 	}
+	return false
+}
+
+// attemptShare is what an attempt that took took, with pause pause,
+// counts against the reconnect window.
+func attemptShare(took, pause time.Duration) time.Duration {
+	return max(0, min(took, pause+dialTimeout+helloTimeout+attemptMargin))
+}
+
+// attempt waits pause, dials and rejoins once, and reports whether it
+// rejoined.
+func (c *Conn) attempt(ctx context.Context, pause time.Duration) bool {
+	time.Sleep(pause)
+	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	ws, err := c.redial(dctx)
+	cancel()
+	if err != nil {
+		return false
+	}
+	c.mu.Lock()
+	resume := &protocol.Resume{Ready: c.ready}
+	if c.turn != nil {
+		resume.TurnID = c.turn.ID
+	}
+	c.mu.Unlock()
+	if c.rejoin(ctx, ws, resume) {
+		return true
+	}
+	ws.CloseNow()
 	return false
 }
 
 // rejoin does the handshake on a new connection and replays pending ops.
 func (c *Conn) rejoin(ctx context.Context, ws *websocket.Conn, resume *protocol.Resume) bool {
-	b, _ := json.Marshal(&protocol.Msg{Type: protocol.TypeHello, Protocol: protocol.Version, PID: os.Getpid(), Resume: resume})
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	b, _ := json.Marshal(c.hello(resume))
+	wctx, cancel := context.WithTimeout(ctx, helloTimeout)
 	defer cancel()
 	if ws.Write(wctx, websocket.MessageText, b) != nil {
 		return false
 	}
-	_, b, err := ws.Read(wctx)
-	var m protocol.Msg
-	if err != nil || json.Unmarshal(b, &m) != nil || m.Type != protocol.TypeWelcome {
-		return false
+	// A park before the welcome is ignored.
+	for {
+		_, b, err := ws.Read(wctx)
+		var m protocol.Msg
+		if err != nil || json.Unmarshal(b, &m) != nil {
+			return false
+		}
+		if m.Type == protocol.TypeWelcome {
+			break
+		}
+		if m.Type != protocol.TypePark {
+			return false
+		}
 	}
 	c.failCalls()
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.ws.CloseNow()
 	c.ws = ws
+	c.parked = false
 	c.mu.Lock()
 	ops := make([]*protocol.Msg, 0, len(c.pending))
 	for _, p := range c.pending {

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/helmr-go/helmr"
 	"github.com/helmr-go/helmr/helmrtype"
@@ -118,6 +119,22 @@ func turn(ctx context.Context, t *helmr.Turn[Input], ac *helmr.AgentContext[Init
 			return nil, err
 		}
 		return map[string]any{"timer": "fired"}, nil
+	case "nap":
+		// On the process's own clock, not a durable wait: the write that
+		// follows happens whatever the connection's state (a park's pause).
+		d, err := helmrtype.ParseDuration(in.For)
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+		if _, err := t.Output.Write(ctx, "awake"); err != nil {
+			return nil, err
+		}
+		return map[string]any{"napped": true}, nil
 	case "ask":
 		a, err := t.Ask(ctx, helmr.Question{Prompt: helmr.Text("Your name?"), Answer: helmr.TextAnswer()})
 		if err != nil {

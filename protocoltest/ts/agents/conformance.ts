@@ -108,6 +108,18 @@ export const conformance = agent({
       case "timer":
         await timers.waitFor(input.for ?? "1s")
         return { timer: "fired" }
+      case "nap": {
+        // On the process's own clock, not a durable wait: the write that
+        // follows happens whatever the connection's state (a park's pause).
+        const ms = /^(\d+)ms$/.exec(input.for ?? "")
+        if (!ms) throw new Error(`nap: for must be a Duration in ms, got ${JSON.stringify(input.for)}`)
+        await new Promise<void>((resolve, reject) => {
+          const t = setTimeout(resolve, Number(ms[1]))
+          turn.signal.addEventListener("abort", () => { clearTimeout(t); reject(turn.signal.reason) }, { once: true })
+        })
+        await turn.output.write("awake")
+        return { napped: true }
+      }
       case "ask": {
         const a = await turn.ask({ prompt: "Your name?", answer: { type: "text" } })
         return { answer: a.answer, by: a.respondedBy.kind }

@@ -4,12 +4,16 @@
  * reconnect within the reconnect window, and runtime MCP calls by call_id.
  */
 import { randomBytes } from "node:crypto"
+import { performance } from "node:perf_hooks"
 import WebSocket from "ws"
+import { parseDuration } from "./duration.js"
 import type { ErrorBody } from "./errors.js"
 import { HelmrError } from "./errors.js"
 
 export const protocolVersion = "helmr.session.v1"
 export const manifestFlag = "--helmr-manifest"
+/** In hello's `features`: the process understands `park` (docs/protocol.md, "Parking"). */
+export const featurePark = "park"
 
 /** One protocol message; fields by type as in docs/protocol.md section 4. */
 export interface Msg {
@@ -19,6 +23,10 @@ export interface Msg {
   protocol?: string
   pid?: number
   resume?: { ready: boolean; turn_id?: string }
+  /** hello: what the process understands beyond the base protocol ("park"). */
+  features?: string[]
+  /** park: the process dials again no sooner than this Duration. */
+  pause?: string
   welcome?: Welcome
   turn?: TurnStart
   message?: InboundMessage
@@ -89,7 +97,7 @@ export function dial(socket: string, token: string): Promise<WebSocket> {
     const ws = new WebSocket(`ws+unix://${socket}:/session`, [protocolVersion], {
       headers: { Authorization: `Bearer ${token}` },
       maxPayload: 32 << 20,
-      handshakeTimeout: 5000,
+      handshakeTimeout: dialTimeoutMs,
       perMessageDeflate: false,
     })
     // terminate() before the upgrade emits one more "error" (the handshake
@@ -107,6 +115,38 @@ interface PendingOp { msg: Msg; resolve(m: Msg): void; reject(e: Error): void }
 const lostError = () => new HelmrError("unavailable", "connection to the control plane lost")
 
 /**
+ * Reconnect timing (as the Go SDK's): each attempt waits its pause, dials
+ * within dialTimeoutMs (dial's handshakeTimeout) and has helloTimeoutMs for
+ * hello and welcome; it counts against the reconnect window the time it
+ * took, never more than its pause + both timeouts + attemptMarginMs.
+ */
+const dialTimeoutMs = 5000
+const helloTimeoutMs = 10_000
+const attemptMarginMs = 1000
+const firstBackoffMs = 50
+const maxBackoffMs = 1000
+
+/**
+ * What one reconnect attempt that took `tookMs` (on the monotonic clock),
+ * with pause `pauseMs`, counts against the reconnect window: so the window
+ * counts the time the process ran while it tried, and a jump of the clock
+ * while it was frozen or checkpointed counts for at most one attempt.
+ */
+export function attemptShareMs(tookMs: number, pauseMs: number): number {
+  return Math.max(0, Math.min(tookMs, pauseMs + dialTimeoutMs + helloTimeoutMs + attemptMarginMs))
+}
+
+/** A park's pause in milliseconds: 0 when absent, undefined (the park is ignored) when not a Duration. */
+export function parkPauseMs(pause: string | undefined): number | undefined {
+  if (pause === undefined || pause === "") return 0
+  try {
+    return parseDuration(pause)
+  } catch {
+    return undefined
+  }
+}
+
+/**
  * A connected session process. Everything the server sends goes to
  * `onServer`, except acks and mcp.result, which settle their callers.
  */
@@ -117,6 +157,10 @@ export class Connection {
   private closedFor: Error | undefined
   private ending = false
   private handshaking = false
+  /** The pause of a park being obeyed, from the park until its close. */
+  private parkPause: number | undefined
+  /** Set when the process stops (shutdown, signal): a park is then ignored. */
+  stopping = false
   private readonly lostWaiters: Array<(e: Error) => void> = []
   /** Handles every server message that is not an ack or mcp.result. */
   onServer: (m: Msg) => void = () => {}
@@ -136,10 +180,32 @@ export class Connection {
       this.onServer = (m) => { this.onServer = prev; resolve(m) }
       this.onLost(reject)
     })
-    this.write({ type: "hello", protocol: protocolVersion, pid: process.pid })
+    this.write(this.hello())
     const m = await first.finally(() => { this.handshaking = false })
     if (m.type !== "welcome" || !m.welcome) throw new Error(`protocol: want welcome, got ${JSON.stringify(m.type)}`)
     return m.welcome
+  }
+
+  /** The process's hello; features only when it can dial again (park needs that). */
+  private hello(resume?: { ready: boolean; turn_id?: string }): Msg {
+    const m: Msg = { type: "hello", protocol: protocolVersion, pid: process.pid }
+    if (resume) m.resume = resume
+    if (this.redial) m.features = [featurePark]
+    return m
+  }
+
+  /**
+   * Obeys a park: nothing more is written (ops stay pending for the
+   * rejoin), the connection closes with 1000 "parked", and the close
+   * starts the reconnection after the pause. Ignored before the welcome,
+   * with a pause that is not a Duration, when the process cannot dial
+   * again, or when it is stopping.
+   */
+  private park(ws: WebSocket, m: Msg): void {
+    const pause = parkPauseMs(m.pause)
+    if (pause === undefined || ws !== this.ws || this.handshaking || !this.redial || this.ending || this.stopping || this.parkPause !== undefined) return
+    this.parkPause = pause
+    ws.close(1000, "parked")
   }
 
   /** Whether the connection is lost for good. */
@@ -206,6 +272,7 @@ export class Connection {
         return
       }
       if (typeof m !== "object" || m === null || typeof m.type !== "string") return
+      if (m.type === "park") return this.park(ws, m)
       if (m.type === "ack") {
         const key = `${m.turn_id}/${m.op}`
         const p = this.pending.get(key)
@@ -222,7 +289,10 @@ export class Connection {
     ws.on("error", () => {})
     ws.on("close", (code) => {
       if (ws !== this.ws) return
-      if (!this.ending && !this.handshaking && this.redial && code !== 1008) void this.reconnect()
+      const parked = this.parkPause
+      this.parkPause = undefined
+      if (parked !== undefined && !this.ending) void this.reconnect(parked)
+      else if (!this.ending && !this.handshaking && this.redial && code !== 1008) void this.reconnect(firstBackoffMs)
       else this.lose(new Error(code === 1008 ? "the control plane refused this process (1008)" : "connection to the control plane closed"))
     })
   }
@@ -242,22 +312,32 @@ export class Connection {
     for (const c of calls) c(null)
   }
 
-  /** Reconnects for the reconnect window with backoff from 50 ms to 1 s, then rejoins. */
-  private async reconnect(): Promise<void> {
-    const end = Date.now() + this.windowMs
-    let backoff = 50
+  /**
+   * Reconnects, then rejoins: the first attempt after `pauseMs` (a park's
+   * pause, else 50 ms), later ones with backoff from 50 ms to 1 s, for the
+   * reconnect window counted in running time (attemptShareMs).
+   */
+  private async reconnect(pauseMs: number): Promise<void> {
+    let spent = 0
+    let pause = pauseMs
+    let backoff = firstBackoffMs
     this.failCalls()
-    while (Date.now() < end && !this.ending) {
-      await new Promise((r) => setTimeout(r, backoff))
-      backoff = Math.min(backoff * 2, 1000)
-      let ws: WebSocket
+    while (spent < this.windowMs && !this.ending) {
+      const start = performance.now()
+      await new Promise((r) => setTimeout(r, pause))
+      let ws: WebSocket | undefined
       try {
         ws = await this.redial!()
       } catch {
-        continue
+        ws = undefined
       }
-      if (await this.rejoin(ws)) return
-      ws.terminate()
+      if (ws) {
+        if (await this.rejoin(ws)) return
+        ws.terminate()
+      }
+      spent += attemptShareMs(performance.now() - start, pause)
+      pause = backoff
+      backoff = Math.min(backoff * 2, maxBackoffMs)
     }
     this.lose(new Error("connection to the control plane lost; no control plane came back within the reconnect window"))
   }
@@ -265,14 +345,15 @@ export class Connection {
   private rejoin(ws: WebSocket): Promise<boolean> {
     const st = this.resumeState()
     return new Promise((resolve) => {
-      const timer = setTimeout(() => { cleanup(); resolve(false) }, 10_000)
+      const timer = setTimeout(() => { cleanup(); resolve(false) }, helloTimeoutMs)
       const cleanup = () => { clearTimeout(timer); ws.removeListener("message", onFirst); ws.removeListener("close", onClose) }
       const onClose = () => { cleanup(); resolve(false) }
       const onFirst = (data: WebSocket.RawData) => {
-        cleanup()
         let m: Msg
-        try { m = JSON.parse(data.toString()) } catch { return resolve(false) }
-        if (m.type !== "welcome") return resolve(false)
+        try { m = JSON.parse(data.toString()) } catch { cleanup(); return resolve(false) }
+        if (m?.type === "park") return // ignored before the welcome
+        cleanup()
+        if (m?.type !== "welcome") return resolve(false)
         this.ws = ws
         this.attach(ws)
         // Replay every op without an ack, in (turn_id, op) order.
@@ -287,7 +368,7 @@ export class Connection {
       ws.on("error", () => {})
       const resume: { ready: boolean; turn_id?: string } = { ready: st.ready }
       if (st.turnId) resume.turn_id = st.turnId
-      ws.send(JSON.stringify({ type: "hello", protocol: protocolVersion, pid: process.pid, resume }))
+      ws.send(JSON.stringify(this.hello(resume)))
     })
   }
 }

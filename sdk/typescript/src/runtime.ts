@@ -107,6 +107,8 @@ export async function serveFromEnv(defs: readonly AgentDefinition[]): Promise<nu
 /** Runs the protocol on a connection for the named Agent (the welcome's when empty). */
 export async function serve(conn: Connection, agentId: string, defs: readonly AgentDefinition[]): Promise<number> {
   const proc = new AbortController()
+  // A stopping process ignores park (docs/protocol.md, "Parking").
+  proc.signal.addEventListener("abort", () => { conn.stopping = true })
   const shutdown = () => { if (!proc.signal.aborted) proc.abort(causes.shutdown()) }
   const onSignal = () => shutdown()
   process.on("SIGTERM", onSignal)

@@ -33,7 +33,7 @@ describe("end to end", { skip: bin ? false : "no helmr binary: set HELMR_BIN (go
   const textOf = (evs: readonly SessionEvent[]) => evs.filter((e) => e.kind === "turn.output").map((e) => ((e.data.content as Array<{ text?: string }>)[0]?.text ?? "")).join("|")
 
   test("the Deployment lists every exported agent; agents.get shows input kinds and schemas", async () => {
-    assert.deepEqual([...h.deployment.agents].sort(), ["asker", "brittle", "counter", "echo", "failer", "fetcher", "keeper", "messenger", "planner", "sleeper", "stubborn", "tokener", "worker"])
+    assert.deepEqual([...h.deployment.agents].sort(), ["asker", "brittle", "counter", "echo", "failer", "fetcher", "keeper", "messenger", "parker", "planner", "sleeper", "stubborn", "tokener", "worker"])
     assert.equal((h.deployment.manifest as { sdk: string }).sdk, "typescript")
     const w = await h.client.agents.get("worker")
     assert.equal(w.inputKind, "json")

@@ -44,6 +44,8 @@ export class Peer {
   readonly inbox: Msg[] = []
   private waiters: Array<() => void> = []
   closed: { code: number; reason: string } | undefined
+  /** When the connection was accepted (Date.now()). */
+  readonly acceptedAt = Date.now()
   constructor(readonly ws: WebSocket, readonly auth: string | undefined, readonly protocol: string) {
     ws.on("message", (d) => { this.inbox.push(JSON.parse(d.toString())); this.poke() })
     ws.on("close", (code, reason) => { this.closed = { code, reason: reason.toString() }; this.poke() })

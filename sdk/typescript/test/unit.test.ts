@@ -241,6 +241,17 @@ test("content rules: string shorthand, part checks and limits with their codes",
   assert.equal(code(() => parseInputContent("hi")), "input_invalid")
 })
 
+test("reconnect window in running time: an attempt counts at most its pause + dial and hello timeouts + 1 s; park pauses", async () => {
+  const { attemptShareMs, parkPauseMs } = await import("../src/protocol.js")
+  assert.equal(attemptShareMs(300, 50), 300)
+  assert.equal(attemptShareMs(72 * 3_600_000, 2000), 2000 + 5000 + 10_000 + 1000)
+  assert.equal(attemptShareMs(-3_600_000, 1000), 0)
+  assert.equal(parkPauseMs(undefined), 0)
+  assert.equal(parkPauseMs("5s"), 5000)
+  assert.equal(parkPauseMs("1.5s"), 1500)
+  assert.equal(parkPauseMs("soon"), undefined)
+})
+
 test("loopback origins", async () => {
   const { isLoopbackOrigin } = await import("../src/dispatcher.js")
   for (const o of ["http://127.0.0.1:8080", "http://localhost", "http://[::1]:3000", "https://127.1.2.3", "http://api.localhost"]) assert.ok(isLoopbackOrigin(o), o)
