@@ -643,7 +643,7 @@ func (cp *ControlPlane) metricsState(ctx context.Context) (obs.State, error) {
 	if err != nil {
 		return obs.State{}, err
 	}
-	running, frozen, res := cp.Supervisor.ProcessStates()
+	counts, res := cp.Supervisor.ProcessStates()
 	byRes := map[string]int64{}
 	var live int64
 	for _, n := range c.ComputersByStatus {
@@ -656,7 +656,8 @@ func (cp *ControlPlane) metricsState(ctx context.Context) (obs.State, error) {
 	byRes[helmrtype.ResidencyCold] += max(live, 0)
 	return obs.State{SessionsByStatus: c.SessionsByStatus, HoldsByKind: c.HoldsByKind, ComputersByRes: byRes,
 		CommandsByStatus: c.CommandsByStatus, PendingQuestions: c.PendingAsks, PendingTokens: c.PendingTokens,
-		LeasesByNode: c.LeasesByNode, ProcessesRunning: int64(running), ProcessesFrozen: int64(frozen)}, nil
+		LeasesByNode: c.LeasesByNode, ProcessesRunning: int64(counts.Running), ProcessesFrozen: int64(counts.Frozen),
+		SessionsParked: int64(counts.Parked)}, nil
 }
 
 // MetricsHandler serves the control plane's metrics in the Prometheus

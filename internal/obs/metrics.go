@@ -96,6 +96,9 @@ type State struct {
 	LeasesByNode     map[string]int64
 	ProcessesRunning int64
 	ProcessesFrozen  int64
+	// SessionsParked counts Sessions whose process this node parked
+	// (checkpointed to disk: no process, no memory).
+	SessionsParked int64
 }
 
 // StateCollector computes its gauges at scrape time with read (bounded by
@@ -120,7 +123,8 @@ func NewStateCollector(read func(ctx context.Context) (State, error)) *StateColl
 		"tokens":    d("helmr_tokens_pending", "Tokens waiting for completion."),
 		"leases":    d("helmr_leases", "Session leases held, by node.", "node"),
 		"running":   d("helmr_session_processes_running", "Session processes this node supervises that are not frozen."),
-		"frozen":    d("helmr_session_processes_frozen", "Session processes this node has frozen (hibernated)."),
+		"frozen":    d("helmr_session_processes_frozen", "Session processes this node has frozen in memory (where checkpoints are off)."),
+		"parked":    d("helmr_sessions_parked", "Sessions whose process this node parked: checkpointed to disk, no process, no memory."),
 		"up":        d("helmr_state_scrape_ok", "1 when the scrape read the store, 0 when it failed."),
 	}}
 }
@@ -152,4 +156,5 @@ func (c *StateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.descs["tokens"], prometheus.GaugeValue, float64(st.PendingTokens))
 	ch <- prometheus.MustNewConstMetric(c.descs["running"], prometheus.GaugeValue, float64(st.ProcessesRunning))
 	ch <- prometheus.MustNewConstMetric(c.descs["frozen"], prometheus.GaugeValue, float64(st.ProcessesFrozen))
+	ch <- prometheus.MustNewConstMetric(c.descs["parked"], prometheus.GaugeValue, float64(st.SessionsParked))
 }

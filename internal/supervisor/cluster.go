@@ -160,6 +160,16 @@ func (s *Supervisor) renew(ctx context.Context) {
 		p.lost = p.lost || lost
 		p.mu.Unlock()
 		if lost {
+			p.mu.Lock()
+			parked := p.isParked()
+			p.mu.Unlock()
+			if parked {
+				// Nothing runs here: the node that took it over restores
+				// it from its images.
+				s.log.Warn("another node took a parked session over", "session", p.sessionID)
+				s.forget(p)
+				continue
+			}
 			s.log.Warn("another node took the session over; ending its process here", "session", p.sessionID)
 			s.leaseWork.Go(p.kill)
 		}

@@ -119,7 +119,7 @@ func (s *Supervisor) Residency(computerID string) (string, *helmrtype.Error) {
 	for _, p := range procs {
 		p.mu.Lock()
 		on := p.launch != nil && p.launch.Session.ComputerID == computerID && p.life.phase != phaseDead
-		r, _ := p.life.apiResidency()
+		r := p.life.apiResidency()
 		p.mu.Unlock()
 		if on && residencyRank[r] > residencyRank[res] {
 			res = r
@@ -332,10 +332,21 @@ func (l *logSink) close() {
 	<-l.flushed
 }
 
-// ProcessStates counts this node's live session processes, running and
-// frozen, and tells the residency of each Computer they (or its
-// Commands) are on, for the metrics.
-func (s *Supervisor) ProcessStates() (running, frozen int, residency map[string]string) {
+// ProcessCounts counts this node's session processes by where they are.
+type ProcessCounts struct {
+	// Running counts live processes that are not frozen.
+	Running int
+	// Frozen counts processes frozen in memory (where checkpoints are off).
+	Frozen int
+	// Parked counts Sessions whose process is checkpointed to disk: no
+	// process, no memory.
+	Parked int
+}
+
+// ProcessStates counts this node's session processes and tells the
+// residency of each Computer they (or its Commands) are on, for the
+// metrics.
+func (s *Supervisor) ProcessStates() (counts ProcessCounts, residency map[string]string) {
 	s.mu.Lock()
 	procs := make([]*proc, 0, len(s.procs))
 	for _, p := range s.procs {
@@ -352,17 +363,20 @@ func (s *Supervisor) ProcessStates() (running, frozen int, residency map[string]
 			p.mu.Unlock()
 			continue
 		}
-		r, suspended := p.life.apiResidency()
+		r := p.life.apiResidency()
 		id := p.launch.Session.ComputerID
-		p.mu.Unlock()
-		if suspended {
-			frozen++
-		} else {
-			running++
+		switch p.life.residency {
+		case resFrozen:
+			counts.Frozen++
+		case resParked:
+			counts.Parked++
+		default:
+			counts.Running++
 		}
+		p.mu.Unlock()
 		if cur, ok := residency[id]; !ok || residencyRank[r] > residencyRank[cur] {
 			residency[id] = r
 		}
 	}
-	return running, frozen, residency
+	return counts, residency
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/coder/websocket"
@@ -46,7 +47,13 @@ func (s *Supervisor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	p.mu.Lock()
 	proc := p.process
+	parking := p.life.residency == resParking && p.conn == nil
 	p.mu.Unlock()
+	if parking {
+		// Its checkpoint is being taken: it tries again after it.
+		http.Error(w, "the session process is being parked", http.StatusServiceUnavailable)
+		return
+	}
 	if pid := pidOf(proc); pid != 0 {
 		if peer := peerPID(r.Context()); peer != 0 && !descends(peer, pid) {
 			s.log.Warn("a process used another process's token", "session", p.sessionID, "peer_pid", peer)
@@ -117,6 +124,17 @@ func (s *Supervisor) serve(p *proc, conn *websocket.Conn) {
 	for {
 		_, b, err := conn.Read(ctx)
 		if err != nil {
+			p.mu.Lock()
+			if p.conn == conn && p.life.residency == resParking {
+				// Closed as told to park: it is checkpointed, and its
+				// next connection is a reattachment.
+				p.conn, p.welcomed = nil, false
+				acts := s.applyLocked(p, event{kind: evDisconnected})
+				p.mu.Unlock()
+				s.carry(p, acts)
+				return
+			}
+			p.mu.Unlock()
 			// The connection is the process's lifeline: without it the
 			// process cannot work, so it is ended and noticed as an exit.
 			p.mu.Lock()
@@ -202,6 +220,9 @@ func (s *Supervisor) handle(ctx context.Context, p *proc, m *protocol.Msg) {
 		p.mu.Lock()
 		l := p.launch
 		reattaching := p.life.phase == phaseReattaching
+		// Parked when it waits, if it can be: it says it understands
+		// park, and its sandbox is one a checkpoint can take.
+		p.life.canPark = p.restorable && s.parker() != nil && slices.Contains(m.Features, protocol.FeaturePark)
 		p.mu.Unlock()
 		if reattaching {
 			s.reattach(ctx, p, m.Resume)

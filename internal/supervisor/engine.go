@@ -31,6 +31,13 @@ func (s *Supervisor) SessionWork(sessionID string) {
 	s.dispatch(p)
 }
 
+// parked reports whether the process is parked now.
+func (p *proc) parked() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.isParked()
+}
+
 // Reserve holds the Session's process for a Turn being admitted when it is
 // ready and idle, so that admission and start share one transaction.
 func (s *Supervisor) Reserve(sessionID string) engine.Reservation {
@@ -58,6 +65,13 @@ func (r reservation) Started(t *store.Turn, msgs []store.Message) { r.s.started(
 func (s *Supervisor) TurnMessage(sessionID, turnID string) {
 	p := s.get(sessionID)
 	if p == nil {
+		return
+	}
+	if p.parked() {
+		// Restored for the message, which it gets once it reconnects.
+		if msgs, err := s.eng.PendingMessages(s.ctx, turnID); err == nil && len(msgs) > 0 {
+			s.activity(p)
+		}
 		return
 	}
 	p.mu.Lock()
@@ -107,7 +121,12 @@ func (s *Supervisor) SessionClosed(sessionID string) {
 	}
 	p.mu.Lock()
 	p.sessionClosed = true
+	parked := p.isParked()
 	p.mu.Unlock()
+	if parked {
+		s.discardParked(p) // never restored: its images and record go
+		return
+	}
 	s.stopIdle(p)
 }
 

@@ -367,8 +367,8 @@ func TestIdleSessionHibernatesOnTheClock(t *testing.T) {
 	if res, _ := r.sup.Residency(computer); res != helmrtype.ResidencyParked {
 		t.Fatalf("residency %s, want parked", res)
 	}
-	if running, frozen, _ := r.sup.ProcessStates(); running != 0 || frozen != 1 {
-		t.Fatalf("process states %d running, %d frozen; want 0, 1", running, frozen)
+	if c, _ := r.sup.ProcessStates(); c != (supervisor.ProcessCounts{Frozen: 1}) {
+		t.Fatalf("process states %+v, want 1 frozen", c)
 	}
 
 	// A new Turn thaws the process before it is sent.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -41,6 +42,8 @@ type LaunchSpec struct {
 	// SourceDir is the Deployment's unpacked sources, which the Template's
 	// Copy steps read; "" when it has none.
 	SourceDir string
+	// Restorable asks for a sandbox a checkpoint can take (Parker).
+	Restorable bool
 }
 
 // Env returns the protocol variables a session process reads, but not its
@@ -123,13 +126,7 @@ func (l *ComputerLauncher) Launch(ctx context.Context, spec LaunchSpec) (Process
 	if err != nil {
 		return nil, err
 	}
-	logDir := filepath.Join(l.Dir, spec.ComputerID)
-	if err := os.MkdirAll(logDir, 0o700); err != nil {
-		return nil, err
-	}
-	logPath := filepath.Join(logDir, "process.log")
-	rotateLog(logPath, spec.Template.Resources)
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	logf, err := l.openLog(spec.ComputerID, spec.Template.Resources)
 	if err != nil {
 		return nil, err
 	}
@@ -149,12 +146,30 @@ func (l *ComputerLauncher) Launch(ctx context.Context, spec LaunchSpec) (Process
 	pr, err := l.Provider.Start(ctx, cs, computer.ProcessSpec{Argv: argv, Env: env, Dir: computer.Workspace,
 		Binds:  []computer.Bind{{Src: spec.Binary, Dst: dst}, {Src: filepath.Dir(spec.Socket), Dst: runDir}},
 		Files:  []*os.File{token},
-		Stdout: logf, Stderr: logf})
+		Stdout: logf, Stderr: logf, Restorable: spec.Restorable})
 	token.Close()
 	if err != nil {
 		logf.Close()
 		return nil, fmt.Errorf("start session process: %w", err)
 	}
+	return newComputerProcess(pr, logf), nil
+}
+
+// openLog opens the process log of a Computer to append, rotated past its
+// size.
+func (l *ComputerLauncher) openLog(computerID string, r helmrtype.ResourcesManifest) (*os.File, error) {
+	logDir := filepath.Join(l.Dir, computerID)
+	if err := os.MkdirAll(logDir, 0o700); err != nil {
+		return nil, err
+	}
+	logPath := filepath.Join(logDir, "process.log")
+	rotateLog(logPath, r)
+	return os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+}
+
+// newComputerProcess watches pr, whose output goes to logf (closed once
+// it exited).
+func newComputerProcess(pr computer.Process, logf *os.File) *computerProcess {
 	p := &computerProcess{pr: pr, done: make(chan struct{})}
 	go func() {
 		code, err := pr.Wait()
@@ -169,7 +184,70 @@ func (l *ComputerLauncher) Launch(ctx context.Context, spec LaunchSpec) (Process
 		p.err = err
 		close(p.done)
 	}()
-	return p, nil
+	return p
+}
+
+// CheckpointOff says why session processes cannot be parked: the
+// provider cannot checkpoint ("" when it can).
+func (l *ComputerLauncher) CheckpointOff() string {
+	pk, ok := l.Provider.(computer.Parker)
+	if !ok {
+		return "the computer provider cannot checkpoint processes"
+	}
+	return pk.CheckpointOff()
+}
+
+// Park checkpoints the session process p (launched Restorable) into its
+// Computer's directory and ends it.
+func (l *ComputerLauncher) Park(ctx context.Context, spec LaunchSpec, p Process) (computer.ParkStats, error) {
+	pk, ok := l.Provider.(computer.Parker)
+	cp, isComputer := p.(*computerProcess)
+	if !ok || !isComputer {
+		return computer.ParkStats{}, errors.New("this process cannot be checkpointed")
+	}
+	cs, err := l.computerSpec(ctx, spec.ComputerID, spec.Template, spec.SourceDir)
+	if err != nil {
+		return computer.ParkStats{}, err
+	}
+	return pk.Park(ctx, cs, spec.SessionID, cp.pr)
+}
+
+// Restore restores the Session's parked process, its output to its
+// Computer's process log again.
+func (l *ComputerLauncher) Restore(ctx context.Context, spec LaunchSpec) (Process, error) {
+	pk, ok := l.Provider.(computer.Parker)
+	if !ok {
+		return nil, errors.New("the computer provider cannot checkpoint processes")
+	}
+	cs, err := l.computerSpec(ctx, spec.ComputerID, spec.Template, spec.SourceDir)
+	if err != nil {
+		return nil, err
+	}
+	logf, err := l.openLog(spec.ComputerID, spec.Template.Resources)
+	if err != nil {
+		return nil, err
+	}
+	pr, err := pk.Unpark(ctx, cs, spec.SessionID, computer.ProcessSpec{Stdout: logf, Stderr: logf})
+	if err != nil {
+		logf.Close()
+		return nil, err
+	}
+	return newComputerProcess(pr, logf), nil
+}
+
+// Parked reports whether the Session has a parked process on the
+// Computer.
+func (l *ComputerLauncher) Parked(computerID, sessionID string) bool {
+	pk, ok := l.Provider.(computer.Parker)
+	return ok && pk.Parked(computerID, sessionID)
+}
+
+// DropParked deletes the images of the Session's parked process.
+func (l *ComputerLauncher) DropParked(computerID, sessionID string) error {
+	if pk, ok := l.Provider.(computer.Parker); ok {
+		return pk.DropParked(computerID, sessionID)
+	}
+	return nil
 }
 
 // computerSpec resolves a Computer's image and makes sure it exists.

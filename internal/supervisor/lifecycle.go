@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"errors"
 	"maps"
 	"slices"
 	"time"
@@ -10,8 +11,11 @@ import (
 
 // The life of one session process is an explicit state machine. It has a
 // phase (starting → ready → stopping → dead; a process that outlived the
-// previous control plane starts in reattaching) and a residency (hot →
-// freezing → frozen → thawing → hot). Every change of either goes through
+// previous control plane, or was parked, is reattaching until it
+// reconnects) and a residency: hot → parking → parked → restoring → hot
+// where the host can checkpoint (the process closes its connection, is
+// checkpointed to disk and ended, and is restored on demand), else hot →
+// freezing → frozen → thawing → hot. Every change of either goes through
 // lifecycle.apply: it takes one event, with the time it happened and the
 // facts of the process's Turn slot, and returns the actions the supervisor
 // carries out (step): arm or stop the idle timer, freeze, thaw, record a
@@ -53,9 +57,16 @@ const (
 	resFrozen
 	// resThawing: a Thaw is in progress.
 	resThawing
+	// resParking: the process was told to park; once its connection
+	// closes it is checkpointed.
+	resParking
+	// resParked: the process is checkpointed to disk and ended.
+	resParked
+	// resRestoring: the process is being restored, until it reconnects.
+	resRestoring
 )
 
-var residencyNames = [...]string{"hot", "freezing", "frozen", "thawing"}
+var residencyNames = [...]string{"hot", "freezing", "frozen", "thawing", "parking", "parked", "restoring"}
 
 func (r residency) String() string { return residencyNames[r] }
 
@@ -85,6 +96,18 @@ const (
 	evWaitEnded
 	// evTurnEnded: the running Turn settled; its waits are gone.
 	evTurnEnded
+	// evParkNow: the control plane stops; a process that waits or is
+	// idle is parked at once.
+	evParkNow
+	// evDisconnected: the process's connection closed.
+	evDisconnected
+	// evParkTimeout: a process told to park did not close its connection
+	// in time.
+	evParkTimeout
+	// evDumpDone and evRestoreDone: a checkpoint or a restore returned,
+	// with err.
+	evDumpDone
+	evRestoreDone
 	// evCallStarted and evCallEnded: a runtime MCP call (such as
 	// wait_turn) is in flight or done; the process is busy meanwhile.
 	// evCallEnded counts as activity.
@@ -132,14 +155,30 @@ const (
 	// with action.waits and action.why.
 	actSuspended
 	actResumed
+	// actPark: tell the process to park (and time it out).
+	actPark
+	// actDump: checkpoint the process, then report evDumpDone.
+	actDump
+	// actRestore: restore the process, then report evRestoreDone.
+	actRestore
+	// actDropImages: delete the process's checkpoint images.
+	actDropImages
+	// actResidency: record computer.residency with action.residency and
+	// action.err.
+	actResidency
+	// actRestoreFailed: the process cannot be restored (action.err): its
+	// Session gets a process_failed hold.
+	actRestoreFailed
 )
 
 // action is one thing the supervisor does after a transition.
 type action struct {
-	kind  actionKind
-	after time.Duration
-	waits []string
-	why   string
+	kind      actionKind
+	after     time.Duration
+	waits     []string
+	why       string
+	residency string
+	err       error
 }
 
 // idlePolicy is how long an idle process (ready, no Turn) stays hot: an
@@ -159,6 +198,9 @@ type lifecycle struct {
 	residency residency
 	// canFreeze: the process is under a freezer.
 	canFreeze bool
+	// canPark: the process understands park and the host can checkpoint
+	// it (cleared after a checkpoint of it failed).
+	canPark bool
 	// policy is known once the process's launch is (nil before).
 	policy *idlePolicy
 	// waits are the open waits of the running Turn, with their idle
@@ -181,7 +223,7 @@ type lifecycle struct {
 // refused (the phase stays).
 var phaseMoves = map[phase][]phase{
 	phaseStarting:    {phaseReady, phaseStopping, phaseDead},
-	phaseReady:       {phaseStopping, phaseDead},
+	phaseReady:       {phaseStopping, phaseDead, phaseReattaching},
 	phaseStopping:    {phaseDead},
 	phaseReattaching: {phaseStarting, phaseReady, phaseStopping, phaseDead},
 	phaseDead:        nil,
@@ -206,6 +248,9 @@ func (l *lifecycle) apply(ev event, s slot) []action {
 		return l.active(ev.at, s)
 	case evStop:
 		l.move(phaseStopping)
+		if l.residency == resParked {
+			return nil // stays parked: a stop does not restore it
+		}
 		return l.active(ev.at, s)
 	case evReattached:
 		if l.phase == phaseReattaching {
@@ -215,7 +260,13 @@ func (l *lifecycle) apply(ev event, s slot) []action {
 				l.move(phaseStarting)
 			}
 		}
-		return l.active(ev.at, s)
+		var acts []action
+		if l.residency == resRestoring {
+			// Restored and back: its images have served.
+			l.residency = resHot
+			acts = append(l.resumed(), action{kind: actResidency, residency: helmrtype.ResidencyRunning}, action{kind: actDropImages})
+		}
+		return append(acts, l.active(ev.at, s)...)
 	case evExited:
 		l.move(phaseDead)
 		l.canFreeze, l.wake = false, false
@@ -242,6 +293,62 @@ func (l *lifecycle) apply(ev event, s slot) []action {
 		return l.active(ev.at, s)
 	case evIdleDue:
 		return l.idleDue(ev.at, s)
+	case evParkNow:
+		if !l.canPark || l.residency != resHot || l.phase != phaseReady || s.cancelling || l.calls > 0 ||
+			(s.busy && len(l.waits) == 0) {
+			return nil // a Turn that runs and does not wait goes on
+		}
+		return l.park()
+	case evDisconnected:
+		if l.residency != resParking {
+			return nil
+		}
+		// Closed as told: the next connection is a reattachment.
+		l.move(phaseReattaching)
+		return []action{{kind: actDump}}
+	case evParkTimeout:
+		if l.residency != resParking || l.phase == phaseReattaching {
+			return nil
+		}
+		// It did not close its connection: it is not parked again, and
+		// is frozen instead the next time.
+		l.canPark, l.residency, l.wake, l.lastActive = false, resHot, false, ev.at
+		l.suspendedWaits, l.suspendedWhy = nil, ""
+		return append([]action{{kind: actResidency, residency: helmrtype.ResidencyRunning,
+			err: errors.New("the session process did not close its connection to be parked")}}, l.arm(ev.at, s)...)
+	case evDumpDone:
+		if l.residency != resParking {
+			return nil
+		}
+		if ev.err != nil {
+			// It runs on (in its pause before it reconnects): frozen
+			// instead where it can be, and not parked again.
+			l.canPark = false
+			acts := []action{{kind: actResidency, residency: helmrtype.ResidencyRunning, err: ev.err}}
+			if l.wake || !l.canFreeze {
+				l.residency, l.wake, l.lastActive = resHot, false, ev.at
+				l.suspendedWaits, l.suspendedWhy = nil, ""
+				return acts
+			}
+			l.residency = resFreezing
+			return append(acts, action{kind: actFreeze})
+		}
+		acts := []action{{kind: actSuspended, waits: l.suspendedWaits, why: l.suspendedWhy},
+			{kind: actResidency, residency: helmrtype.ResidencyParked}}
+		l.residency = resParked
+		if l.wake {
+			l.wake = false
+			l.residency = resRestoring
+			acts = append(acts, action{kind: actResidency, residency: helmrtype.ResidencyRestoring}, action{kind: actRestore})
+		}
+		return acts
+	case evRestoreDone:
+		if l.residency != resRestoring || ev.err == nil {
+			return nil // restored: it reconnects (evReattached)
+		}
+		l.residency = resHot
+		l.move(phaseDead)
+		return []action{{kind: actRestoreFailed, err: ev.err}}
 	case evFreezeDone:
 		if l.residency != resFreezing {
 			return nil
@@ -275,31 +382,40 @@ func (l *lifecycle) apply(ev event, s slot) []action {
 			return nil
 		}
 		l.residency = resHot
-		var acts []action
-		if l.suspendedWaits != nil || l.suspendedWhy != "" {
-			acts = append(acts, action{kind: actResumed, waits: l.suspendedWaits, why: l.suspendedWhy})
-			l.suspendedWaits, l.suspendedWhy = nil, ""
-		}
-		return append(acts, l.arm(ev.at, s)...)
+		return append(l.resumed(), l.arm(ev.at, s)...)
 	}
 	return nil
+}
+
+// resumed returns the wait.resumed that follows a wait.suspended, if one
+// was recorded, and forgets it.
+func (l *lifecycle) resumed() []action {
+	if l.suspendedWaits == nil && l.suspendedWhy == "" {
+		return nil
+	}
+	a := action{kind: actResumed, waits: l.suspendedWaits, why: l.suspendedWhy}
+	l.suspendedWaits, l.suspendedWhy = nil, ""
+	return []action{a}
 }
 
 // active marks the process busy at: a frozen process is thawed, one being
 // frozen is thawed once the Freeze returns, and the idle clock restarts.
 func (l *lifecycle) active(at time.Time, s slot) []action {
-	if !l.canFreeze {
-		return nil
-	}
 	l.lastActive = at
 	switch l.residency {
 	case resFrozen:
 		l.residency = resThawing
 		return []action{{kind: actThaw}}
-	case resFreezing:
+	case resFreezing, resParking:
 		l.wake = true
 		return nil
-	case resThawing:
+	case resParked:
+		l.residency = resRestoring
+		return []action{{kind: actResidency, residency: helmrtype.ResidencyRestoring}, {kind: actRestore}}
+	case resThawing, resRestoring:
+		return nil
+	}
+	if !l.canFreeze && !l.canPark {
 		return nil
 	}
 	return l.arm(at, s)
@@ -312,7 +428,7 @@ func (l *lifecycle) arm(at time.Time, s slot) []action {
 		return nil
 	}
 	idle, ok := l.idleFor(s)
-	if !ok || !l.canFreeze {
+	if !ok || (!l.canFreeze && !l.canPark) {
 		return []action{{kind: actStopIdle}}
 	}
 	return []action{{kind: actArmIdle, after: max(0, idle-at.Sub(l.lastActive))}}
@@ -323,16 +439,29 @@ func (l *lifecycle) arm(at time.Time, s slot) []action {
 // for what is left.
 func (l *lifecycle) idleDue(at time.Time, s slot) []action {
 	idle, ok := l.idleFor(s)
-	if !ok || !l.canFreeze || l.residency != resHot || l.phase != phaseReady || s.cancelling {
+	if !ok || (!l.canFreeze && !l.canPark) || l.residency != resHot || l.phase != phaseReady || s.cancelling {
 		return nil
 	}
 	if left := idle - at.Sub(l.lastActive); left > 0 {
 		return []action{{kind: actArmIdle, after: left}}
 	}
-	l.residency, l.wake = resFreezing, false
+	if l.canPark {
+		return l.park()
+	}
+	l.wake = false
 	l.suspendedWaits = slices.Sorted(maps.Keys(l.waits))
 	l.suspendedWhy = l.idleWhy()
+	l.residency = resFreezing
 	return []action{{kind: actFreeze}}
+}
+
+// park starts parking a hot process: it is told to park.
+func (l *lifecycle) park() []action {
+	l.wake = false
+	l.suspendedWaits = slices.Sorted(maps.Keys(l.waits))
+	l.suspendedWhy = l.idleWhy()
+	l.residency = resParking
+	return []action{{kind: actResidency, residency: helmrtype.ResidencyParking}, {kind: actPark}}
 }
 
 // idleFor is how long the process stays hot in its current state: the
@@ -370,20 +499,20 @@ func (l *lifecycle) idleWhy() string {
 	return "hibernate"
 }
 
-// apiResidency is the residency a Computer shows for this process, and
-// whether it counts as suspended (frozen) for the metrics.
-func (l *lifecycle) apiResidency() (res string, suspended bool) {
-	switch {
-	case l.phase == phaseStarting:
-		return helmrtype.ResidencyStarting, false
-	case l.residency == resThawing:
-		return helmrtype.ResidencyRestoring, false
-	case l.residency == resFreezing:
-		return helmrtype.ResidencyParking, false
-	case l.residency == resFrozen:
-		return helmrtype.ResidencyParked, true
+// apiResidency is the residency a Computer shows for this process.
+func (l *lifecycle) apiResidency() string {
+	switch l.residency {
+	case resThawing, resRestoring:
+		return helmrtype.ResidencyRestoring
+	case resFreezing, resParking:
+		return helmrtype.ResidencyParking
+	case resFrozen, resParked:
+		return helmrtype.ResidencyParked
 	}
-	return helmrtype.ResidencyRunning, false
+	if l.phase == phaseStarting {
+		return helmrtype.ResidencyStarting
+	}
+	return helmrtype.ResidencyRunning
 }
 
 // policyOf returns the idle policy of an Agent and a Session as the

@@ -95,13 +95,13 @@ func TestWaitFreezesAndThaws(t *testing.T) {
 	if !slices.Equal(acts[0].waits, []string{"w1"}) || acts[0].why != "" {
 		t.Fatalf("suspended %v %q, want [w1] \"\"", acts[0].waits, acts[0].why)
 	}
-	if got, suspended := l.apiResidency(); got != "parked" || !suspended {
-		t.Fatalf("api residency %s %v, want parked true", got, suspended)
+	if got := l.apiResidency(); got != "parked" {
+		t.Fatalf("api residency %s, want parked", got)
 	}
 	// A second timer call while frozen does nothing.
 	want(t, "idle due while frozen", l.apply(event{kind: evIdleDue, at: at(time.Minute)}, busy))
 	want(t, "outcome", l.apply(event{kind: evWaitEnded, at: at(time.Hour), wait: "w1"}, busy), actThaw)
-	if got, _ := l.apiResidency(); got != "restoring" {
+	if got := l.apiResidency(); got != "restoring" {
 		t.Fatalf("api residency %s, want restoring", got)
 	}
 	// More activity while the thaw runs is absorbed.
@@ -220,6 +220,136 @@ func TestExitWhileFreezing(t *testing.T) {
 	l.apply(event{kind: evIdleDue, at: at(time.Second)}, busy)
 	want(t, "exit", l.apply(event{kind: evExited, at: at(time.Second)}, busy), actStopIdle)
 	want(t, "freeze done after the exit", l.apply(event{kind: evFreezeDone, at: at(time.Second)}, busy), actThaw)
+	if l.phase != phaseDead {
+		t.Fatalf("phase %s, want dead", l.phase)
+	}
+}
+
+// parkable returns a lifecycle of a ready process that can be parked.
+func parkable() *lifecycle {
+	l := ready()
+	l.canPark = true
+	return l
+}
+
+// residencies lists the residencies the actions record.
+func residencies(acts []action) []string {
+	var r []string
+	for _, a := range acts {
+		if a.kind == actResidency {
+			r = append(r, a.residency)
+		}
+	}
+	return r
+}
+
+// A wait past its idle timeout parks the process: told to park, it closes
+// its connection, is checkpointed and ended; the wait's outcome restores
+// it, and once it reconnects its images go. Each residency is recorded in
+// order, and wait.suspended and wait.resumed frame the park.
+func TestWaitParksAndRestores(t *testing.T) {
+	t.Parallel()
+	l := parkable()
+	busy := slot{busy: true}
+	l.apply(event{kind: evWaitStarted, at: at(0), wait: "w1", idle: 30 * time.Second}, busy)
+	acts := l.apply(event{kind: evIdleDue, at: at(30 * time.Second)}, busy)
+	want(t, "idle due", acts, actResidency, actPark)
+	if got := l.apiResidency(); got != "parking" {
+		t.Fatalf("api residency %s, want parking", got)
+	}
+	want(t, "connection closed", l.apply(event{kind: evDisconnected, at: at(31 * time.Second)}, busy), actDump)
+	if l.phase != phaseReattaching {
+		t.Fatalf("phase %s after the close, want reattaching", l.phase)
+	}
+	acts = l.apply(event{kind: evDumpDone, at: at(31 * time.Second)}, busy)
+	want(t, "dumped", acts, actSuspended, actResidency)
+	if !slices.Equal(acts[0].waits, []string{"w1"}) || acts[1].residency != "parked" || l.apiResidency() != "parked" {
+		t.Fatalf("dumped: %+v, residency %s", acts, l.apiResidency())
+	}
+	want(t, "idle due while parked", l.apply(event{kind: evIdleDue, at: at(time.Hour)}, busy))
+	acts = l.apply(event{kind: evWaitEnded, at: at(time.Hour), wait: "w1"}, busy)
+	want(t, "outcome", acts, actResidency, actRestore)
+	if acts[0].residency != "restoring" {
+		t.Fatalf("recorded %s, want restoring", acts[0].residency)
+	}
+	want(t, "activity while restoring", l.apply(event{kind: evActivity, at: at(time.Hour)}, busy))
+	want(t, "restored", l.apply(event{kind: evRestoreDone, at: at(time.Hour)}, busy))
+	acts = l.apply(event{kind: evReattached, at: at(time.Hour), ready: true}, busy)
+	want(t, "reconnected", acts, actResumed, actResidency, actDropImages, actStopIdle)
+	if acts[1].residency != "running" || l.phase != phaseReady || l.residency != resHot {
+		t.Fatalf("reconnected: %+v, phase %s, residency %s", acts, l.phase, l.residency)
+	}
+}
+
+// Activity while a park is under way restores the process as soon as its
+// checkpoint is taken.
+func TestActivityDuringPark(t *testing.T) {
+	t.Parallel()
+	l := parkable()
+	l.apply(event{kind: evActivity, at: at(0)}, slot{})
+	l.policy = policyOf(false, "", "1m")
+	l.apply(event{kind: evIdleDue, at: at(time.Minute)}, slot{})
+	want(t, "activity while parking", l.apply(event{kind: evActivity, at: at(time.Minute)}, slot{}))
+	l.apply(event{kind: evDisconnected, at: at(time.Minute)}, slot{})
+	acts := l.apply(event{kind: evDumpDone, at: at(time.Minute)}, slot{})
+	want(t, "dumped", acts, actSuspended, actResidency, actResidency, actRestore)
+	if !slices.Equal(residencies(acts), []string{"parked", "restoring"}) || acts[0].why != "hibernate" {
+		t.Fatalf("dumped: %+v", acts)
+	}
+}
+
+// A checkpoint that fails leaves the process frozen instead, says why, and
+// is not tried again for this process; one that cannot be frozen either
+// stays hot.
+func TestDumpFails(t *testing.T) {
+	t.Parallel()
+	busy := slot{busy: true}
+	l := parkable()
+	l.apply(event{kind: evWaitStarted, at: at(0), wait: "w", idle: time.Second}, busy)
+	l.apply(event{kind: evIdleDue, at: at(time.Second)}, busy)
+	l.apply(event{kind: evDisconnected, at: at(time.Second)}, busy)
+	acts := l.apply(event{kind: evDumpDone, at: at(time.Second), err: errors.New("criu said no")}, busy)
+	want(t, "dump failed", acts, actResidency, actFreeze)
+	if acts[0].err == nil || acts[0].residency != "running" || l.canPark {
+		t.Fatalf("dump failed: %+v, canPark %v", acts, l.canPark)
+	}
+	want(t, "frozen", l.apply(event{kind: evFreezeDone, at: at(time.Second)}, busy), actSuspended)
+
+	l = parkable()
+	l.canFreeze = false
+	l.apply(event{kind: evWaitStarted, at: at(0), wait: "w", idle: time.Second}, busy)
+	l.apply(event{kind: evIdleDue, at: at(time.Second)}, busy)
+	l.apply(event{kind: evDisconnected, at: at(time.Second)}, busy)
+	want(t, "dump failed, no freezer", l.apply(event{kind: evDumpDone, at: at(time.Second), err: errors.New("no")}, busy), actResidency)
+	if l.residency != resHot {
+		t.Fatalf("residency %s, want hot", l.residency)
+	}
+}
+
+// A process that does not close its connection when told to park stays
+// hot and is frozen, not parked, the next time.
+func TestParkTimeout(t *testing.T) {
+	t.Parallel()
+	busy := slot{busy: true}
+	l := parkable()
+	l.apply(event{kind: evWaitStarted, at: at(0), wait: "w", idle: time.Second}, busy)
+	l.apply(event{kind: evIdleDue, at: at(time.Second)}, busy)
+	acts := l.apply(event{kind: evParkTimeout, at: at(10 * time.Second)}, busy)
+	want(t, "timed out", acts, actResidency, actArmIdle)
+	if acts[0].err == nil || l.canPark || l.residency != resHot {
+		t.Fatalf("timed out: %+v, canPark %v, residency %s", acts, l.canPark, l.residency)
+	}
+	want(t, "next idle", l.apply(event{kind: evIdleDue, at: at(11 * time.Second)}, busy), actFreeze)
+}
+
+// A restore that fails ends the process: its Session gets a hold.
+func TestRestoreFails(t *testing.T) {
+	t.Parallel()
+	l := parkable()
+	l.residency, l.phase = resParked, phaseReattaching // as recovered after a restart
+	want(t, "work", l.apply(event{kind: evActivity, at: at(0)}, slot{}), actResidency, actRestore)
+	acts := l.apply(event{kind: evRestoreDone, at: at(0), err: errors.New("image corrupt")}, slot{})
+	want(t, "restore failed", acts, actRestoreFailed)
 	if l.phase != phaseDead {
 		t.Fatalf("phase %s, want dead", l.phase)
 	}

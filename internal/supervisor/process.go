@@ -28,6 +28,24 @@ func (s *Supervisor) start(p *proc, token string) {
 	p.leasedAt = s.clock.Now()
 	p.mu.Unlock()
 	s.endPredecessor(ctx, p.sessionID, prev)
+	if prev != nil && prev.Parked {
+		if pk := s.parker(); pk != nil && pk.Parked(prev.ComputerID, p.sessionID) {
+			// Parked by a node that stopped (or by this one before a
+			// restart): restored, not launched anew; there is work for it.
+			q := s.parkedProc(ctx, prev)
+			s.mu.Lock()
+			if s.procs[p.sessionID] == p {
+				s.procs[p.sessionID] = q
+			}
+			delete(s.tokens, p.tokenHash)
+			s.tokens[q.tokenHash] = q
+			s.mu.Unlock()
+			close(p.recorded)
+			s.log.Info("restoring a session process parked by another node", "session", p.sessionID, "node", prev.NodeID)
+			s.activity(q)
+			return
+		}
+	}
 	var bin string
 	l, err := s.eng.PrepareLaunch(ctx, p.sessionID, false)
 	if err == nil {
@@ -46,12 +64,14 @@ func (s *Supervisor) start(p *proc, token string) {
 	}
 	if err == nil {
 		var proc Process
+		restorable := s.parker() != nil
 		proc, err = s.launcher.Launch(ctx, LaunchSpec{SessionID: p.sessionID, ComputerID: l.Session.ComputerID,
 			Agent: l.Session.Agent, Binary: bin, Runtime: l.Runtime, Socket: s.socket, Token: token,
-			ReconnectWindow: s.opts.ReconnectWindow, Template: l.Template, SourceDir: sourceDir})
+			ReconnectWindow: s.opts.ReconnectWindow, Template: l.Template, SourceDir: sourceDir, Restorable: restorable})
 		if err == nil {
 			p.mu.Lock()
 			p.process = proc
+			p.restorable = restorable
 			killed := p.killed
 			if p.life.phase == phaseStarting && p.conn == nil {
 				p.helloTimer = s.clock.AfterFunc(helloTimeout, func() {
@@ -103,7 +123,10 @@ func (s *Supervisor) start(p *proc, token string) {
 		s.record(p, l, pid)
 	}
 	close(p.recorded)
-	s.watch(p)
+	p.mu.Lock()
+	pr := p.process
+	p.mu.Unlock()
+	s.watch(p, pr)
 }
 
 // endPredecessor ends the Session's previous process when no supervisor
@@ -173,18 +196,31 @@ func (s *Supervisor) record(p *proc, l *engine.Launch, pid int) {
 
 // watch waits for the process to end, unless this control plane detaches
 // from it first.
-func (s *Supervisor) watch(p *proc) {
+func (s *Supervisor) watch(p *proc, pr Process) {
 	select {
-	case <-p.process.Done():
-		s.exited(p)
+	case <-pr.Done():
 	case <-s.ctx.Done():
 		s.mu.Lock()
 		detaching := s.detaching
 		s.mu.Unlock()
-		if !detaching {
-			<-p.process.Done()
-			s.exited(p)
+		if detaching {
+			return
 		}
+		<-pr.Done()
+	}
+	// A process that ended because it was checkpointed did not exit: it
+	// is parked (park.go).
+	p.mu.Lock()
+	dumping := p.dumping
+	p.mu.Unlock()
+	if dumping != nil {
+		<-dumping
+	}
+	p.mu.Lock()
+	parked := p.process != pr
+	p.mu.Unlock()
+	if !parked {
+		s.exited(p)
 	}
 }
 
@@ -321,7 +357,7 @@ func (s *Supervisor) relaunchIfWork(sessionID string) {
 }
 
 func (p *proc) stopTimers() {
-	for _, t := range []*Timer{&p.helloTimer, &p.retireTimer, &p.killTimer, &p.deadline, &p.idleTimer} {
+	for _, t := range []*Timer{&p.helloTimer, &p.retireTimer, &p.killTimer, &p.deadline, &p.idleTimer, &p.parkTimer} {
 		if *t != nil {
 			(*t).Stop()
 			*t = nil

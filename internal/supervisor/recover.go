@@ -1,7 +1,9 @@
 package supervisor
 
 import (
+	"cmp"
 	"context"
+	"time"
 
 	"github.com/coder/websocket"
 	"github.com/helmr-go/helmr/internal/protocol"
@@ -33,14 +35,37 @@ func (s *Supervisor) Recover(ctx context.Context) error {
 		return err
 	}
 	live := map[string]bool{}
-	var adopted []*proc
+	var adopted, parked []*proc
+	pk := s.parker()
 	for _, r := range recs {
 		if s.clustered() && r.NodeID != "" && r.NodeID != s.eng.Node() {
 			continue // another node's
 		}
-		ap, err := adopt(r.PID, r.StartID)
-		if err != nil {
-			s.eng.ForgetProcess(ctx, r.SessionID, r.LaunchID)
+		var ap *adoptedProcess
+		if !r.Parked {
+			ap, err = adopt(r.PID, r.StartID)
+		}
+		if r.Parked || err != nil {
+			// Gone: parked (its images are its state; a checkpoint taken
+			// just before the stop may not have been marked yet), or
+			// lost.
+			if pk == nil || !pk.Parked(r.ComputerID, r.SessionID) {
+				if r.Parked {
+					s.log.Warn("a parked session process cannot be restored here; its turn is lost", "session", r.SessionID,
+						"why", cmp.Or(s.CheckpointOff(), "its checkpoint is gone"))
+				}
+				s.eng.ForgetProcess(ctx, r.SessionID, r.LaunchID)
+				continue
+			}
+			if s.clustered() {
+				if ok, err := s.eng.Reclaim(ctx, r.SessionID, r.LaunchID, s.opts.LeaseTTL); err != nil {
+					return err
+				} else if !ok {
+					continue // another node took it over: it restores it
+				}
+			}
+			live[r.SessionID] = true
+			parked = append(parked, s.parkedProc(ctx, &r))
 			continue
 		}
 		if s.clustered() {
@@ -60,12 +85,25 @@ func (s *Supervisor) Recover(ctx context.Context) error {
 		adopted = append(adopted, p)
 	}
 	s.mu.Lock()
-	for _, p := range adopted {
+	for _, p := range append(adopted, parked...) {
 		s.procs[p.sessionID] = p
 		s.tokens[p.tokenHash] = p
 	}
 	s.adopted = true
 	s.mu.Unlock()
+	if len(parked) > 0 {
+		s.log.Info("sessions parked before the restart are restored on demand", "count", len(parked))
+	}
+	for _, p := range parked {
+		// A running Turn that no longer waits on anything open has work
+		// to do (its wait ended while this node was down): restored now.
+		p.mu.Lock()
+		busy := p.running != "" && len(p.life.waits) == 0
+		p.mu.Unlock()
+		if busy {
+			s.activity(p)
+		}
+	}
 	for _, p := range adopted {
 		s.attachFreezer(p, p.process.(*adoptedProcess).PID())
 		p.mu.Lock()
@@ -82,7 +120,7 @@ func (s *Supervisor) Recover(ctx context.Context) error {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.watch(p)
+			s.watch(p, p.process)
 		}()
 	}
 	ids, err := s.eng.Recover(ctx, live)
@@ -203,7 +241,13 @@ func (s *Supervisor) reattach(ctx context.Context, p *proc, r *protocol.Resume) 
 // data directory (helmr server's stop, for restarts and upgrades).
 func (s *Supervisor) Detach() {
 	s.mu.Lock()
-	s.closing, s.detaching = true, true
+	s.closing = true
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	s.parkAll(ctx)
+	cancel()
+	s.mu.Lock()
+	s.detaching = true
 	procs := make([]*proc, 0, len(s.procs))
 	for _, p := range s.procs {
 		procs = append(procs, p)
@@ -229,6 +273,9 @@ func (s *Supervisor) Detach() {
 func (s *Supervisor) Close(ctx context.Context) {
 	s.mu.Lock()
 	s.closing = true
+	s.mu.Unlock()
+	s.parkAll(ctx)
+	s.mu.Lock()
 	procs := make([]*proc, 0, len(s.procs))
 	for _, p := range s.procs {
 		procs = append(procs, p)

@@ -183,6 +183,12 @@ type proc struct {
 	retireTimer   Timer
 	freeze        freezer.Handle // nil when the host cannot freeze
 	idleTimer     Timer
+	// parkTimer bounds the time from park to the process's close;
+	// dumping is closed once a checkpoint in progress returned (park.go).
+	parkTimer Timer
+	dumping   chan struct{}
+	// restorable: the process runs in a sandbox a checkpoint can take.
+	restorable bool
 	welcomed      bool // welcome was sent on the connection
 	// sessionClosed: the Session is closed; the process stops once idle.
 	sessionClosed bool

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
@@ -91,8 +92,41 @@ func (s *Supervisor) carry(p *proc, acts []action) {
 			s.eng.RecordWaitEvent(ctx, p.sessionID, turn, helmrtype.EventWaitSuspended, a.waits, a.why)
 		case actResumed:
 			s.eng.RecordWaitEvent(ctx, p.sessionID, turn, helmrtype.EventWaitResumed, a.waits, a.why)
+		case actPark:
+			s.sendPark(p)
+		case actDump:
+			s.wg.Go(func() { s.dump(p) })
+		case actRestore:
+			s.wg.Go(func() { s.restore(p) })
+		case actDropImages:
+			s.wg.Go(func() { s.dropImages(p) })
+		case actRestoreFailed:
+			s.restoreFailed(p, a.err)
+		case actResidency:
+			s.recordResidency(ctx, p, turn, a.residency, a.err)
 		}
 		cancel()
+	}
+}
+
+// recordResidency records a change of the process's residency on the
+// Session's timeline, with the error of a failed park or restore.
+func (s *Supervisor) recordResidency(ctx context.Context, p *proc, turn, residency string, failure error) {
+	p.mu.Lock()
+	l := p.launch
+	p.mu.Unlock()
+	if l == nil {
+		return
+	}
+	var he *helmrtype.Error
+	if failure != nil && !errors.As(failure, &he) {
+		he = &helmrtype.Error{Code: helmrtype.CodeInternal, Message: failure.Error()}
+	}
+	if turn == "-" {
+		turn = ""
+	}
+	if err := s.eng.RecordResidency(ctx, p.sessionID, turn, l.Session.ComputerID, residency, he); err != nil {
+		s.log.Warn("record a residency change", "session", p.sessionID, "residency", residency, "err", err)
 	}
 }
 

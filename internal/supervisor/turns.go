@@ -19,6 +19,15 @@ import (
 // admitted meanwhile is never missed.
 func (s *Supervisor) dispatch(p *proc) {
 	p.mu.Lock()
+	if p.isParked() {
+		p.mu.Unlock()
+		// Restored when a Turn waits for it; it runs it once it
+		// reconnects ready.
+		if queued, err := s.eng.QueuedWork(s.ctx, p.sessionID); err == nil && queued {
+			s.activity(p)
+		}
+		return
+	}
 	if p.life.phase != phaseReady {
 		p.mu.Unlock()
 		return
@@ -165,6 +174,9 @@ func (s *Supervisor) armDeadline(p *proc, t *store.Turn) *time.Time {
 	}
 	at := t.StartedAt.Add(dur)
 	turnID := t.ID
+	if p.deadline != nil {
+		p.deadline.Stop() // armed before a park, or before a reattachment
+	}
 	p.deadline = s.clock.AfterFunc(at.Sub(s.clock.Now()), func() { s.deadlineReached(p, turnID) })
 	return &at
 }
@@ -185,7 +197,11 @@ func (s *Supervisor) cancelTurn(p *proc, turnID, reason string) {
 			p.pendingCancel = map[string]string{}
 		}
 		p.pendingCancel[turnID] = reason
+		parked := p.isParked()
 		p.mu.Unlock()
+		if parked {
+			s.activity(p) // restored: the cancel follows its reconnection
+		}
 		return
 	}
 	if p.running != turnID || p.cancelled {
