@@ -81,7 +81,7 @@ func (p *Provider) probeCRIU(opt string) (*checkpoint.CRIU, string) {
 		if errors.As(err, &he) {
 			msg = he.Message
 		}
-		return nil, "no criu that passes `criu check`: " + msg + "; as root, `make setup` installs one (CRIU 4.2 built by ../shared/tools/criu/build.sh where the distribution's is older than 4)"
+		return nil, "no criu that passes `criu check`: " + msg + "; `make setup` (as root) installs a CRIU that passes it"
 	}
 	p.log.Info("computers: waiting processes can be parked", "criu", c.Path, "version", c.Version)
 	return c, ""
