@@ -214,10 +214,14 @@ func checkParked(t *testing.T, p *local.Provider, c *counter, spec computer.Spec
 	if code, err := c.pr.Wait(); code != 0 || err != nil {
 		t.Fatalf("a parked process reports exit %d, %v (not 0, nil)", code, err)
 	}
-	waitUntil(t, "the parked process to be gone", func() bool {
-		_, err := os.Stat(fmt.Sprintf("/proc/%d", init))
-		return os.IsNotExist(err)
-	})
+	// The sandbox's PID 1 and its leader (bubblewrap's outer process, or
+	// the restored root itself) are gone and reaped.
+	for _, pid := range []int{init, c.pr.PID()} {
+		waitUntil(t, "the parked process to be gone", func() bool {
+			_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+			return os.IsNotExist(err)
+		})
+	}
 	if !p.Parked(spec.ID, name) {
 		t.Fatal("Parked is false after a park")
 	}
