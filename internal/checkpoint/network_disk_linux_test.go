@@ -25,10 +25,11 @@ import (
 // hand what the provider must do for them (decision 0024): stop pasta
 // before the dump and attach a new one after the restore; mount the disk
 // image again and name /workspace and /tmp's sources. It runs with
-// HELMR_CHECKPOINT_SPIKE=1 only, until the provider does these itself.
+// HELMR_CHECKPOINT_SPIKE=1 only: the provider does these itself now
+// (internal/computer/local TestParkNetwork and TestParkDiskLimited).
 func TestNetworkAndDiskComputers(t *testing.T) {
 	if os.Getenv("HELMR_CHECKPOINT_SPIKE") == "" {
-		t.Skip("set HELMR_CHECKPOINT_SPIKE=1: the provider does not park Computers with Network or a disk limit by itself yet")
+		t.Skip("set HELMR_CHECKPOINT_SPIKE=1 to run the hand-made version; the provider's own parking is tested by internal/computer/local's TestParkNetwork and TestParkDiskLimited")
 	}
 	c := probe(t)
 	self, _ := os.Executable()

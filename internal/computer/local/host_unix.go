@@ -135,7 +135,7 @@ func (p *Provider) Start(ctx context.Context, spec computer.Spec, ps computer.Pr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("local: start %s: %w", ps.Argv[0], err)
 	}
-	pr := &process{cmd: cmd, done: make(chan struct{})}
+	pr := newProcess(cmd, p)
 	go pr.wait()
 	return pr, nil
 }

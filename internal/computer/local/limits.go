@@ -227,14 +227,8 @@ func (l *limiter) apply(id string, r helmrtype.ResourcesManifest, pid int) error
 	if l.kind() == "" {
 		return nil
 	}
-	var mem int64
-	if r.Memory != "" {
-		var err error
-		if mem, err = helmrtype.ParseMemory(r.Memory); err != nil {
-			return err
-		}
-	}
-	if err := l.setLimits(id, mem, r.CPU, r.ProcessLimit()); err != nil {
+	mem, err := l.ensure(id, r)
+	if err != nil {
 		return err
 	}
 	dirs := []string{filepath.Join(l.pids, id)}
@@ -250,6 +244,31 @@ func (l *limiter) apply(id string, r helmrtype.ResourcesManifest, pid int) error
 		}
 	}
 	return nil
+}
+
+// ensure creates the Computer's cgroups with r's limits, or writes the
+// limits again into those that exist, and returns the memory limit in
+// bytes (0: none). A parked Computer's groups may have gone meanwhile
+// (Cleanup at a control plane's stop): CRIU puts a restored process back
+// into the groups it had, which must hold their limits.
+func (l *limiter) ensure(id string, r helmrtype.ResourcesManifest) (int64, error) {
+	if l.kind() == "" {
+		return 0, nil
+	}
+	var mem int64
+	if r.Memory != "" {
+		var err error
+		if mem, err = helmrtype.ParseMemory(r.Memory); err != nil {
+			return 0, err
+		}
+	}
+	if l.v2 && !fileExists(filepath.Join(l.mem, "cgroup.subtree_control")) {
+		// The parent group went too (Cleanup removes it when empty).
+		if err := enableV2(l.mem); err != nil {
+			return 0, err
+		}
+	}
+	return mem, l.setLimits(id, mem, r.CPU, r.ProcessLimit())
 }
 
 // setLimits creates the Computer's cgroups that limit something (on

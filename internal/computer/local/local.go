@@ -42,6 +42,11 @@ type Options struct {
 	// CgroupName names this provider's cgroup under each hierarchy's root
 	// (default "helmr"); one provider per name.
 	CgroupName string
+	// CRIU turns on parking (computer.Parker, decision 0024): "auto"
+	// finds criu on PATH or in the sbin directories, a path names the
+	// binary; "" or "off" leaves parking off. New runs `criu check` with
+	// it; CheckpointOff says why parking is off.
+	CRIU string
 }
 
 // defaultPath is PATH inside a Computer when the image sets none.

@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/checkpoint"
 	"github.com/helmr-go/helmr/internal/computer"
 )
 
@@ -35,6 +36,11 @@ type Provider struct {
 	// unsandboxed is why bubblewrap cannot run here and how to fix it, ""
 	// when it runs.
 	unsandboxed string
+	// criu parks processes; nil when parking is off, and checkpointOff
+	// says why.
+	criu          *checkpoint.CRIU
+	checkpointOff string
+	parking       parkLocks
 }
 
 // New checks that bubblewrap works here (it runs a trivial sandbox) and
@@ -77,6 +83,10 @@ func New(opts Options) (*Provider, error) {
 		if p.net.why != "" {
 			p.log.Warn("computers with network are refused on this host", "reason", p.net.why)
 		}
+	}
+	p.criu, p.checkpointOff = p.probeCRIU(opts.CRIU)
+	if p.checkpointOff != "" {
+		p.log.Info("computers: waiting processes are not parked", "reason", p.checkpointOff)
 	}
 	p.limits = newLimiter(opts.CgroupName, p.log)
 	p.disk = newDiskWatch(p.log)
@@ -208,7 +218,8 @@ func (p *Provider) LimitsDir() string {
 	return ""
 }
 
-// Delete removes the Computer's files and its cgroups.
+// Delete removes the Computer's files, the images of its parked processes
+// (they live in its directory) and its cgroups.
 func (p *Provider) Delete(ctx context.Context, id string) error {
 	d, err := p.dir(id)
 	if err != nil {
@@ -386,7 +397,7 @@ func (p *Provider) Start(ctx context.Context, spec computer.Spec, ps computer.Pr
 		sb.abandon()
 		return nil, fmt.Errorf("local: start %s: %w", ps.Argv[0], err)
 	}
-	pr := &process{cmd: cmd, done: make(chan struct{})}
+	pr := newProcess(cmd, p)
 	fail := func(err error) (computer.Process, error) {
 		// Without its limits or its network's firewall the process must
 		// not run user code: it is killed before its block descriptor
@@ -449,6 +460,9 @@ func (p *Provider) Start(ctx context.Context, spec computer.Spec, ps computer.Pr
 		}()
 	}
 	pr.ended = sb.stopNetwork
+	if sb != nil && sb.network {
+		pr.net = &sb.pasta
+	}
 	go pr.wait()
 	return pr, nil
 }

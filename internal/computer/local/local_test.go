@@ -14,6 +14,7 @@ import (
 func TestMain(m *testing.M) {
 	computertest.Main()
 	escapeHelper()
+	parkCounter()
 	os.Exit(m.Run())
 }
 

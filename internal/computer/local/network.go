@@ -59,7 +59,8 @@ func newNetStack() *netStack {
 }
 
 // attach gives the network namespace of process pid (the sandbox's init)
-// its firewall, then its interface.
+// its firewall, then its interface. A firewall already there is replaced
+// (a restored namespace's names the host's addresses at its dump).
 //
 // It returns the PID of the pasta process that serves the namespace: the
 // caller stops it when the sandbox ends (pasta does not notice a namespace
@@ -70,7 +71,7 @@ func (n *netStack) attach(ctx context.Context, pid int, allow []helmrtype.Networ
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	rules := firewall(hostPrefixes(), allow)
+	rules := "flush ruleset\n" + firewall(hostPrefixes(), allow)
 	ns := "/proc/" + strconv.Itoa(pid) + "/ns/"
 	fw := exec.CommandContext(ctx, n.nsenter, "--net="+ns+"net", "--", n.nft, "-f", "-")
 	fw.Env, fw.Stdin = []string{}, strings.NewReader(rules)

@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
@@ -42,9 +41,8 @@ type sandbox struct {
 	network bool
 	// child is the sandbox's init process once known (initPID).
 	child int
-	// pasta is the PID of the pasta process serving its network, 0
-	// without one.
-	pasta int
+	// pasta is the pasta process serving its network, if any.
+	pasta netServer
 	// closeAfterStart are the ends the child keeps and this process
 	// closes once it started.
 	closeAfterStart []*os.File
@@ -130,15 +128,17 @@ func (sb *sandbox) started(ctx context.Context, n *netStack, allow []helmrtype.N
 	if err != nil {
 		return err
 	}
-	sb.pasta, err = n.attach(ctx, pid, allow)
+	pasta, err := n.attach(ctx, pid, allow)
+	if err == nil {
+		sb.pasta.set(pasta)
+	}
 	return err
 }
 
 // stopNetwork stops the pasta process of a sandbox that has ended.
 func (sb *sandbox) stopNetwork() {
-	if sb != nil && sb.pasta > 0 {
-		syscall.Kill(sb.pasta, syscall.SIGKILL)
-		sb.pasta = 0
+	if sb != nil {
+		sb.pasta.close()
 	}
 }
 
