@@ -4,6 +4,7 @@
 package controlplane
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -60,6 +61,10 @@ type Config struct {
 	// plain host processes when this host cannot sandbox them. Without
 	// it, such a host refuses to start.
 	UnsafeNoSandbox bool
+	// CRIU is the CRIU binary that parks waiting session processes
+	// (decision 0024): "" or "auto" finds one that passes `criu check`,
+	// "off" turns parking off (waiting processes are frozen instead).
+	CRIU string
 	// RequireLimits makes PublishDeployment refuse a Deployment whose
 	// Templates set resource limits (cpu, memory, processes, disk) that
 	// the default launcher's host cannot enforce (helmr server without
@@ -384,7 +389,7 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 			dir = filepath.Join(cfg.DataDir, "computers")
 		}
 		prov, err := local.New(local.Options{Dir: dir, Logger: cfg.Logger, Unsafe: cfg.UnsafeNoSandbox,
-			CgroupName: "helmr-" + dataDirID(cfg.DataDir)})
+			CgroupName: "helmr-" + dataDirID(cfg.DataDir), CRIU: cmp.Or(cfg.CRIU, "auto")})
 		if err != nil {
 			st.Close()
 			lock.Close()
@@ -414,6 +419,12 @@ func Open(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		ReconnectWindow: cfg.ReconnectWindow, ReattachWindow: cfg.ReattachWindow, Freezer: fz, MaxCommandOutput: cfg.MaxCommandOutput,
 		LeaseTTL: cfg.LeaseTTL, ResolveBinary: cp.resolveBinary, ResolveSources: cp.resolveSources})
 	cp.cleanups, cp.launcher = cleanups, l
+	if off := cp.Supervisor.CheckpointOff(); off != "" {
+		cp.Engine.SetCheckpointOff(off)
+		cfg.Logger.Warn("waiting sessions are frozen in memory, not parked", "reason", off)
+	} else {
+		cfg.Logger.Info("waiting sessions are parked: checkpointed to disk, their memory released, restored on demand")
+	}
 	cp.Engine.Metrics().Register(obs.NewStateCollector(cp.metricsState))
 	sopts := cfg.Slack
 	sopts.Logger = cfg.Logger

@@ -51,6 +51,7 @@ func Command() *cobra.Command {
 	f.StringVar(&o.Synchronous, "sqlite-synchronous", "FULL", "SQLite durability: FULL (fsync every commit) or NORMAL")
 	f.StringVar(&o.ImplicitComputerGrace, "implicit-computer-grace", "10m", "delete a Computer made implicitly for a Session this DURATION after its last Session closed; never: keep it")
 	serve.LogFlags(f, o, "warn")
+	serve.CRIUFlag(f, o)
 	serve.SlackFlags(f, o, "file with the key that seals Slack apps' credentials (default DATA_DIR/secrets.key, made with mode 0600 at the first start)")
 	f.BoolVar(&o.TurnsAtInfo, "log-turns", true, "log one line per Turn transition (at info) even when --log-level is warn or error")
 	f.StringVar(&o.MetricsAddr, "metrics-addr", "", "also serve GET /metrics (Prometheus) on this loopback address, without an API key")

@@ -53,6 +53,8 @@ type Options struct {
 	// UnsafeNoSandbox runs session processes unsandboxed where bubblewrap
 	// cannot run (see controlplane.Config).
 	UnsafeNoSandbox bool
+	// CRIU: see controlplane.Config.
+	CRIU string
 	// RequireLimits refuses Deployments whose Templates set resource
 	// limits this host cannot enforce (helmr server without
 	// --allow-unlimited; see controlplane.Config).
@@ -140,6 +142,11 @@ func (o *Options) logger(w io.Writer) (log, turns *slog.Logger, err error) {
 	return log, turns, nil
 }
 
+// CRIUFlag registers --criu: which CRIU parks waiting session processes.
+func CRIUFlag(f *pflag.FlagSet, o *Options) {
+	f.StringVar(&o.CRIU, "criu", "auto", "the CRIU binary that parks waiting and idle session processes (checkpointed to disk, memory released, restored on demand): auto finds one that passes `criu check`; off freezes them in memory instead")
+}
+
 // LogFlags registers --log-level (default level) and --log-format, for
 // helmr server and helmr dev.
 func LogFlags(f *pflag.FlagSet, o *Options, level string) {
@@ -206,7 +213,7 @@ func Start(ctx context.Context, o *Options, logw io.Writer) (*Running, error) {
 	}
 	cp, err := controlplane.Open(ctx, controlplane.Config{DataDir: o.DataDir, Database: o.Database, Synchronous: o.Synchronous, Logger: log, TurnLogger: turnLog, Tracer: tracer,
 		ReconnectWindow: o.ReconnectWindow, ReattachWindow: o.ReattachWindow, PublicURL: o.PublicURL,
-		MinFreeBytes: o.MinFreeBytes, UnsafeNoSandbox: o.UnsafeNoSandbox, RequireLimits: o.RequireLimits, NodeID: o.NodeID, LeaseTTL: o.LeaseTTL,
+		MinFreeBytes: o.MinFreeBytes, UnsafeNoSandbox: o.UnsafeNoSandbox, CRIU: o.CRIU, RequireLimits: o.RequireLimits, NodeID: o.NodeID, LeaseTTL: o.LeaseTTL,
 		ComputersDir: o.ComputersDir, HistoryRetention: retention, ImplicitComputerGrace: grace,
 		SecretsKeyFile: o.SecretsKeyFile, GenerateSecretsKey: o.GenerateSecretsKey,
 		Slack: slackbridge.Options{APIURL: o.SlackAPIURL, EditInterval: o.SlackEditInterval}})

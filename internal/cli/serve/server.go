@@ -91,6 +91,7 @@ func ServerCommand() *cobra.Command {
 	f.BoolVar(&o.StopSessions, "stop-sessions", false, "on stop, end session processes (interrupting their Turns) instead of leaving them to reattach at the next start")
 	f.DurationVar(&o.ReconnectWindow, "reconnect-window", 10*time.Minute, "how long a session process keeps trying to reconnect to a stopped control plane")
 	f.DurationVar(&o.ReattachWindow, "reattach-window", 30*time.Second, "how long a start waits for surviving session processes to reconnect")
+	CRIUFlag(f, o)
 	f.BoolVar(&o.UnsafeNoSandbox, "unsafe-no-sandbox", false, "where bubblewrap cannot run, run agent processes as plain host processes with this server's rights (otherwise such a host refuses to start)")
 	f.BoolVar(&allowUnlimited, "allow-unlimited", false, "where this host cannot enforce resource limits (no writable cgroups: an ordinary user without a delegated cgroup), accept Templates that set cpu, memory, processes or disk limits and run them without those limits (otherwise their Deployments are refused)")
 	f.StringVar(&o.HistoryRetention, "history-retention", "never", "drop the input, result, response and output of Turns settled longer ago than this DURATION (for example 30d), keeping their status, error and timings; never: keep them")
