@@ -136,6 +136,16 @@ func (c *CRIU) Dump(ctx context.Context, pid int, dir string, opts DumpOptions) 
 		return nil, err
 	}
 	cp.Created = time.Now().UTC()
+	// CRIU keeps the tree's monotonic and boot-time clocks and, without
+	// this image, restores the tree in no time namespace of its own: its
+	// clocks then show the time it spent checkpointed, as the wall clock
+	// does. (With it, a restored process would see no time pass while it
+	// was parked: a handler that measured a day's wait would see
+	// milliseconds, and its timers would fire late.)
+	if err := os.Remove(filepath.Join(dir, timensImage)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		removeImages(dir)
+		return nil, dumpError(dir, "%v", err)
+	}
 	if err := privatize(dir); err != nil {
 		return nil, dumpError(dir, "%v", err)
 	}
@@ -147,6 +157,10 @@ func (c *CRIU) Dump(ctx context.Context, pid int, dir string, opts DumpOptions) 
 	c.log.Info("checkpoint taken", "pid", pid, "dir", dir, "took", cp.Took, "bytes", cp.Bytes)
 	return cp, nil
 }
+
+// timensImage is CRIU's image of the clocks of a tree outside any time
+// namespace of its own.
+const timensImage = "timens-0.img"
 
 // Restore restores the checkpoint in dir: the tree runs again in new
 // namespaces, its root process a child of this process (Restored.Wait).

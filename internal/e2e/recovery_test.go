@@ -125,8 +125,19 @@ func innerPID(hostPID int) int {
 // process hostPID and reported is what that process calls its PID.
 func sameProcess(t *testing.T, p *plane, sessionID string, hostPID, reported int) bool {
 	t.Helper()
-	return sessionPID(t, p, sessionID) == hostPID && innerPID(hostPID) == reported
+	now := sessionPID(t, p, sessionID)
+	if parking(p) {
+		// Parked while it waited and restored: the same process (its
+		// memory and its place in the handler; the caller checks that
+		// init ran once), under a new host PID.
+		return innerPID(now) == reported
+	}
+	return now == hostPID && innerPID(hostPID) == reported
 }
+
+// parking reports whether p parks waiting processes (checkpoints to disk)
+// rather than freezing them.
+func parking(p *plane) bool { return p.cp.Supervisor.CheckpointOff() == "" }
 
 // pidOfComputer finds the live session process of a Computer (inside its
 // sandbox) by the HELMR_COMPUTER_ID its launcher sets, 0 when there is none.

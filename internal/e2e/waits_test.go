@@ -96,6 +96,24 @@ func TestSuspendedProcessUsesNoCPU(t *testing.T) {
 	p := startPlane(t, "")
 	r := p.create("waiter", text("timer 3s busy"))
 	sid := r.Session.ID
+	if parking(p) {
+		// Parked: no process at all, then restored by the timer.
+		p.waitEvent(sid, helmrtype.EventWaitStarted)
+		pid := sessionPID(t, p, sid)
+		p.waitEvent(sid, helmrtype.EventWaitSuspended)
+		if !p.cp.Supervisor.Suspended(sid) {
+			t.Fatal("the process is not suspended after wait.suspended")
+		}
+		var s helmrtype.Session
+		p.must("GET", "/v1/sessions/"+sid, nil, &s)
+		if live := pidOfComputer(p, *s.ComputerID); live != 0 {
+			t.Fatalf("a parked session still has process %d", live)
+		}
+		if res := result(t, p.wait(sid, r.Turn.ID)); !sameProcess(t, p, sid, pid, res.PID) || res.Init != 1 {
+			t.Fatalf("timer turn: %+v", res)
+		}
+		return
+	}
 	p.waitEvent(sid, helmrtype.EventWaitSuspended)
 	pid := sessionPID(t, p, sid)
 	if !p.cp.Supervisor.Suspended(sid) {

@@ -462,6 +462,10 @@ func (c *Conn) park() {
 	c.parked = true
 	ws := c.ws
 	c.wmu.Unlock()
+	// A process restored from a checkpoint can be checkpointed again
+	// only while it is dumpable: it shows its memory from here until it
+	// has reconnected (rejoin hides it again).
+	showMemory()
 	ws.Close(websocket.StatusNormalClosure, "parked")
 }
 
@@ -516,7 +520,7 @@ func attemptShare(took, pause time.Duration) time.Duration {
 // attempt waits pause, dials and rejoins once, and reports whether it
 // rejoined.
 func (c *Conn) attempt(ctx context.Context, pause time.Duration) bool {
-	time.Sleep(pause)
+	pauseFor(pause)
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	ws, err := c.redial(dctx)
 	cancel()
@@ -534,6 +538,23 @@ func (c *Conn) attempt(ctx context.Context, pause time.Duration) bool {
 	}
 	ws.CloseNow()
 	return false
+}
+
+// pauseStep is how often pauseFor looks at the wall clock.
+const pauseStep = 20 * time.Millisecond
+
+// pauseFor waits d by the wall clock, in short steps: a process
+// checkpointed during the pause and restored later (CRIU restores its
+// monotonic clock as it was) sees the pause over at once.
+func pauseFor(d time.Duration) {
+	end := time.Now().Round(0).Add(d)
+	for {
+		left := end.Sub(time.Now().Round(0))
+		if left <= 0 {
+			return
+		}
+		time.Sleep(min(left, pauseStep))
+	}
 }
 
 // rejoin does the handshake on a new connection and replays pending ops.
@@ -563,6 +584,9 @@ func (c *Conn) rejoin(ctx context.Context, ws *websocket.Conn, resume *protocol.
 	defer c.wmu.Unlock()
 	c.ws.CloseNow()
 	c.ws = ws
+	if c.parked {
+		hideMemory() // shown while it was parked (park)
+	}
 	c.parked = false
 	c.mu.Lock()
 	ops := make([]*protocol.Msg, 0, len(c.pending))

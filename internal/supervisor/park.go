@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
@@ -41,7 +43,7 @@ type Parker interface {
 
 // parkPause is how long a process told to park waits before it dials
 // again: time enough for its checkpoint.
-const parkPause = 5 * time.Second
+const parkPause = time.Second
 
 // parkTimeout bounds the time from park to the process's close.
 const parkTimeout = 10 * time.Second
@@ -252,6 +254,12 @@ func (s *Supervisor) parkedProc(ctx context.Context, rec *store.Process) *proc {
 			}
 			p.life.waits[w.ID] = w.IdleTimeout
 		}
+	}
+	// Its wait.suspended was recorded when it was parked: wait.resumed
+	// follows its reconnection.
+	p.life.suspendedWaits = slices.Sorted(maps.Keys(p.life.waits))
+	if len(p.life.waits) == 0 {
+		p.life.suspendedWaits, p.life.suspendedWhy = nil, p.life.idleWhy()
 	}
 	return p
 }

@@ -143,7 +143,8 @@ func (s *Supervisor) idleDue(p *proc) {
 	s.step(p, event{kind: evIdleDue})
 }
 
-// Suspended reports whether the Session's process is frozen now.
+// Suspended reports whether the Session's process is suspended now:
+// frozen, or parked (checkpointed to disk, no process).
 func (s *Supervisor) Suspended(sessionID string) bool {
 	p := s.get(sessionID)
 	if p == nil {
@@ -151,7 +152,7 @@ func (s *Supervisor) Suspended(sessionID string) bool {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.life.residency == resFrozen
+	return p.life.residency == resFrozen || p.life.residency == resParked
 }
 
 // attachFreezer puts a new or adopted process under the freezer; an

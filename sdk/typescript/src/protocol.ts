@@ -136,6 +136,21 @@ export function attemptShareMs(tookMs: number, pauseMs: number): number {
   return Math.max(0, Math.min(tookMs, pauseMs + dialTimeoutMs + helloTimeoutMs + attemptMarginMs))
 }
 
+/** How often pauseFor looks at the wall clock, in milliseconds. */
+const pauseStepMs = 20
+
+/**
+ * Waits `ms` by the wall clock, in short steps: a process checkpointed
+ * during the pause and restored later (CRIU restores its monotonic clock as
+ * it was) sees the pause over at once. As the Go SDK's pauseFor.
+ */
+export async function pauseFor(ms: number): Promise<void> {
+  const end = Date.now() + ms
+  for (let left = ms; left > 0; left = end - Date.now()) {
+    await new Promise((r) => setTimeout(r, Math.min(left, pauseStepMs)))
+  }
+}
+
 /** A park's pause in milliseconds: 0 when absent, undefined (the park is ignored) when not a Duration. */
 export function parkPauseMs(pause: string | undefined): number | undefined {
   if (pause === undefined || pause === "") return 0
@@ -324,7 +339,7 @@ export class Connection {
     this.failCalls()
     while (spent < this.windowMs && !this.ending) {
       const start = performance.now()
-      await new Promise((r) => setTimeout(r, pause))
+      await pauseFor(pause)
       let ws: WebSocket | undefined
       try {
         ws = await this.redial!()
