@@ -56,7 +56,7 @@ func TestPhaseMoves(t *testing.T) {
 		{phaseReattaching, event{kind: evStop}, phaseStopping},
 		{phaseReady, event{kind: evReattached, ready: true}, phaseReady},
 		{phaseStopping, event{kind: evReattached, ready: true}, phaseStopping}, // stopped while it reconnected
-		{phaseDead, event{kind: evStop}, phaseDead},                           // a shutdown after the exit
+		{phaseDead, event{kind: evStop}, phaseDead},                            // a shutdown after the exit
 		{phaseDead, event{kind: evReady}, phaseDead},
 	} {
 		l := &lifecycle{phase: c.from}

@@ -189,7 +189,7 @@ type proc struct {
 	dumping   chan struct{}
 	// restorable: the process runs in a sandbox a checkpoint can take.
 	restorable bool
-	welcomed      bool // welcome was sent on the connection
+	welcomed   bool // welcome was sent on the connection
 	// sessionClosed: the Session is closed; the process stops once idle.
 	sessionClosed bool
 	// recorded is closed once a new launch is recorded in the store and
