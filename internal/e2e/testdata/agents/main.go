@@ -265,5 +265,5 @@ var tight = helmr.Agent(helmr.AgentSpec[text, any, struct{}]{ID: "tight",
 	}})
 
 func main() {
-	helmr.Main(echo, typed, limits, chat, slow, deadline, badinit, waiter, counter, sleepy, driver, limited, worker, files, colocated, tight)
+	helmr.Main(echo, typed, limits, chat, slow, deadline, badinit, waiter, netwaiter, diskwaiter, counter, sleepy, driver, limited, worker, files, colocated, tight)
 }

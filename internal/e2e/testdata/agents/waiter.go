@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -28,87 +30,126 @@ import (
 var inits atomic.Int64
 
 var waiter = helmr.Agent(helmr.AgentSpec[text, map[string]any, int64]{ID: "waiter", Template: box,
-	Init: func(ctx context.Context, ic *helmr.InitContext) (int64, error) { return inits.Add(1), nil },
-	Turn: func(ctx context.Context, t *helmr.Turn[text], ac *helmr.AgentContext[int64]) (map[string]any, error) {
-		f := strings.Fields(t.Input.PlainText())
-		res := map[string]any{"pid": os.Getpid(), "init": ac.InitResult}
-		fail := func(err error) (map[string]any, error) {
-			if ctx.Err() != nil {
-				return nil, err
-			}
-			res["error"] = helmrtype.CodeOf(err)
-			return res, nil
+	Init: waitInit, Turn: waitTurn})
+
+// netwaiter and diskwaiter are waiter on a Computer with network, and on
+// one with a disk limit.
+var (
+	netwaiter = helmr.Agent(helmr.AgentSpec[text, map[string]any, int64]{ID: "netwaiter",
+		Template: helmr.Template(helmr.TemplateSpec{ID: "netbox", Image: helmr.Image("netbox").FromHost(), Network: true}),
+		Init:     waitInit, Turn: waitTurn})
+	diskwaiter = helmr.Agent(helmr.AgentSpec[text, map[string]any, int64]{ID: "diskwaiter",
+		Template: helmr.Template(helmr.TemplateSpec{ID: "diskbox", Image: helmr.Image("diskbox").FromHost(),
+			Resources: helmr.Resources{Disk: "64MiB"}}),
+		Init: waitInit, Turn: waitTurn})
+)
+
+// asked counts the countask Turns this process ran: memory that only a
+// restored process keeps.
+var asked atomic.Int64
+
+func waitInit(ctx context.Context, ic *helmr.InitContext) (int64, error) { return inits.Add(1), nil }
+
+func waitTurn(ctx context.Context, t *helmr.Turn[text], ac *helmr.AgentContext[int64]) (map[string]any, error) {
+	f := strings.Fields(t.Input.PlainText())
+	res := map[string]any{"pid": os.Getpid(), "init": ac.InitResult}
+	fail := func(err error) (map[string]any, error) {
+		if ctx.Err() != nil {
+			return nil, err
 		}
-		idle := "50ms"
-		switch f[0] {
-		case "timer":
-			d, _ := time.ParseDuration(f[1])
-			if len(f) > 2 && f[2] == "busy" {
-				stop := make(chan struct{})
-				defer close(stop)
-				go func() {
-					for {
-						select {
-						case <-stop:
-							return
-						default:
-						}
-					}
-				}()
-			}
-			start := time.Now()
-			if err := timers.WaitFor(ctx, d, timers.Options{IdleTimeout: idle}); err != nil {
-				return fail(err)
-			}
-			res["value"] = time.Since(start).Milliseconds()
-			t.Output.Write(ctx, "timer fired\n")
-		case "token", "tokenschema":
-			if f[0] == "tokenschema" {
-				f = []string{f[0], "-", "-"}
-			}
-			o := tokens.Options{Tags: []string{"e2e"}}
-			if f[1] != "-" {
-				o.Timeout = f[1]
-			}
-			tok, err := tokens.Create(ctx, o)
-			if err != nil {
-				return fail(err)
-			}
-			b, _ := json.Marshal(map[string]string{"token": tok.ID, "secret": tok.PublicAccessToken, "url": tok.CallbackURL})
-			t.Output.Write(ctx, helmr.Content{{Type: "json", Value: b}})
-			w := tokens.WaitOptions{IdleTimeout: idle}
-			if f[2] != "-" {
-				w.Timeout = f[2]
-			}
-			if f[0] == "tokenschema" {
-				v, err := helmr.SchemaFor[approval]()
-				if err != nil {
-					return fail(err)
-				}
-				w.JSONSchema = v.JSONSchema()
-				w.Schema = func(raw json.RawMessage) error { _, err := v.Validate(ctx, raw); return err }
-			}
-			v, err := tok.Wait(ctx, w)
-			if err != nil {
-				return fail(err)
-			}
-			res["value"] = v
-		case "ask", "asktext":
-			q := helmr.Question{Prompt: helmr.Text("Deploy to production?"),
-				Answer: helmr.Choice(false, true, helmr.Option("yes", "Yes", true), helmr.Option("no", "No", false))}
-			if f[0] == "asktext" {
-				q = helmr.Question{Prompt: helmr.Text("Why?"), Answer: helmr.TextAnswer()}
-			}
-			a, err := t.Ask(ctx, q, helmr.AskOptions{IdleTimeout: idle})
-			if err != nil {
-				return fail(err)
-			}
-			res["value"] = a.Raw
-			res["responded_by"] = a.RespondedBy.Kind
-			res["responded_by_id"] = a.RespondedBy.ID
-		}
+		res["error"] = helmrtype.CodeOf(err)
 		return res, nil
-	}})
+	}
+	idle := "50ms"
+	switch f[0] {
+	case "timer":
+		d, _ := time.ParseDuration(f[1])
+		if len(f) > 2 && f[2] == "busy" {
+			stop := make(chan struct{})
+			defer close(stop)
+			go func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+				}
+			}()
+		}
+		start := time.Now()
+		if err := timers.WaitFor(ctx, d, timers.Options{IdleTimeout: idle}); err != nil {
+			return fail(err)
+		}
+		res["value"] = time.Since(start).Milliseconds()
+		t.Output.Write(ctx, "timer fired\n")
+	case "token", "tokenschema":
+		if f[0] == "tokenschema" {
+			f = []string{f[0], "-", "-"}
+		}
+		o := tokens.Options{Tags: []string{"e2e"}}
+		if f[1] != "-" {
+			o.Timeout = f[1]
+		}
+		tok, err := tokens.Create(ctx, o)
+		if err != nil {
+			return fail(err)
+		}
+		b, _ := json.Marshal(map[string]string{"token": tok.ID, "secret": tok.PublicAccessToken, "url": tok.CallbackURL})
+		t.Output.Write(ctx, helmr.Content{{Type: "json", Value: b}})
+		w := tokens.WaitOptions{IdleTimeout: idle}
+		if f[2] != "-" {
+			w.Timeout = f[2]
+		}
+		if f[0] == "tokenschema" {
+			v, err := helmr.SchemaFor[approval]()
+			if err != nil {
+				return fail(err)
+			}
+			w.JSONSchema = v.JSONSchema()
+			w.Schema = func(raw json.RawMessage) error { _, err := v.Validate(ctx, raw); return err }
+		}
+		v, err := tok.Wait(ctx, w)
+		if err != nil {
+			return fail(err)
+		}
+		res["value"] = v
+	case "countask":
+		// "countask [hot]": counts the Turn in memory, writes a stamp
+		// it keeps in memory only, and asks (hot: with an idle timeout
+		// of an hour, so the wait stays hot); the result has both, and
+		// a file in /workspace written before the question.
+		n := asked.Add(1)
+		stamp := time.Now().UnixNano()
+		os.WriteFile(workspace()+"/asked", []byte(strconv.FormatInt(n, 10)), 0o600)
+		t.Output.Write(ctx, fmt.Sprintf("stamp %d\n", stamp))
+		askIdle := idle
+		if len(f) > 1 && f[1] == "hot" {
+			askIdle = "1h"
+		}
+		a, err := t.Ask(ctx, helmr.Question{Prompt: helmr.Text("Go on?"), Answer: helmr.TextAnswer()}, helmr.AskOptions{IdleTimeout: askIdle})
+		if err != nil {
+			return fail(err)
+		}
+		file, _ := os.ReadFile(workspace() + "/asked")
+		t.Output.Write(ctx, "answered\n")
+		res["value"], res["count"], res["stamp"], res["file"] = a.Raw, n, stamp, string(file)
+	case "ask", "asktext":
+		q := helmr.Question{Prompt: helmr.Text("Deploy to production?"),
+			Answer: helmr.Choice(false, true, helmr.Option("yes", "Yes", true), helmr.Option("no", "No", false))}
+		if f[0] == "asktext" {
+			q = helmr.Question{Prompt: helmr.Text("Why?"), Answer: helmr.TextAnswer()}
+		}
+		a, err := t.Ask(ctx, q, helmr.AskOptions{IdleTimeout: idle})
+		if err != nil {
+			return fail(err)
+		}
+		res["value"] = a.Raw
+		res["responded_by"] = a.RespondedBy.Kind
+		res["responded_by_id"] = a.RespondedBy.ID
+	}
+	return res, nil
+}
 
 // counter is an Actor: one Run loop receives every Turn of the Session and
 // counts them. Input "wait" waits on a timer, "fail" fails the Turn,
