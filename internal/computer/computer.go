@@ -122,7 +122,9 @@ type Parker interface {
 	Park(ctx context.Context, spec Spec, name string, pr Process) (ParkStats, error)
 	// Unpark restores the process parked under name in Computer spec,
 	// which must exist. ps gives what the process held outside its
-	// sandbox again: Stdout and Stderr (its log, an *os.File). The
+	// sandbox again: Stdout and Stderr (its log, an *os.File), and the
+	// sources of its Binds for this restore, by mount point (they may lie
+	// elsewhere than at its start: another node's files). The
 	// restored process is Restorable: it can be parked again. The images
 	// stay until DropParked.
 	Unpark(ctx context.Context, spec Spec, name string, ps ProcessSpec) (Process, error)

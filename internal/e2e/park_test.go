@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/helmr-go/helmr/helmrtype"
+	"github.com/helmr-go/helmr/internal/store/pgstore/pgtest"
 )
 
 // Parking (decision 0024): a waiting Session's process is checkpointed to
@@ -288,4 +289,74 @@ func (p *plane) enqueue(sid string, input json.RawMessage) string {
 	var ts helmrtype.TurnState
 	p.must("POST", "/v1/sessions/"+sid+"/turns", map[string]any{"input": input}, &ts)
 	return ts.ID
+}
+
+// Two nodes on one PostgreSQL database sharing their Computers: a Session
+// parked by one node is restored by the other once the first is killed
+// (SIGKILL) and the question is answered there; the Turn completes with
+// the memory it had.
+func TestParkedSessionMovesToAnotherNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two control planes")
+	}
+	db := pgtest.URL(t)
+	c := startNodes(t, db, 2)
+	c.deploy(0)
+	var r helmrtype.SessionCreateReceipt
+	c.must(0, "POST", "/v1/sessions", map[string]any{"agent": "waiter", "input": text("countask")}, &r)
+	sid := r.Session.ID
+	var parked bool
+	waitFor(t, "the session parked", func() bool {
+		var page helmrtype.SessionEventPage
+		c.must(0, "GET", "/v1/sessions/"+sid+"/events?limit=1000", nil, &page)
+		for _, e := range page.Records {
+			var d helmrtype.ComputerResidencyEvent
+			if e.Kind == helmrtype.EventComputerResidency && json.Unmarshal(e.Data, &d) == nil && d.Residency == helmrtype.ResidencyParked {
+				parked = true
+			}
+			if e.Kind == helmrtype.EventWaitSuspended && !parked {
+				var comp helmrtype.ComputerState
+				var s helmrtype.Session
+				c.must(0, "GET", "/v1/sessions/"+sid, nil, &s)
+				if s.ComputerID != nil && c.call(0, "GET", "/v1/computers/"+*s.ComputerID, nil, &comp) == nil && comp.CheckpointOff != "" {
+					t.Skipf("parking is off on this host: %s", comp.CheckpointOff)
+				}
+			}
+		}
+		return parked
+	})
+	holder := -1
+	for i, d := range c.dirs {
+		if sessionsLeasedBy(t, db, d)[sid] {
+			holder = i
+		}
+	}
+	if holder < 0 {
+		t.Fatal("no node holds the parked session's lease")
+	}
+	other := 1 - holder
+	var page helmrtype.SessionEventPage
+	c.must(other, "GET", "/v1/sessions/"+sid+"/events?limit=1000", nil, &page)
+	var stamp int64
+	for _, e := range page.Records {
+		if m := stampRe.FindSubmatch(e.Data); e.Kind == "turn.output" && m != nil {
+			stamp, _ = strconv.ParseInt(string(m[1]), 10, 64)
+		}
+	}
+	c.srv[holder].kill()
+	c.dead[holder].Store(true)
+	var asks helmrtype.AskPage
+	c.must(other, "GET", "/v1/sessions/"+sid+"/turns/"+r.Turn.ID+"/asks", nil, &asks)
+	if len(asks.Asks) != 1 {
+		t.Fatalf("asks: %+v", asks)
+	}
+	c.must(other, "POST", "/v1/sessions/"+sid+"/turns/"+r.Turn.ID+"/asks/"+asks.Asks[0].ID+"/respond",
+		map[string]any{"answer": "on the other node", "response_id": "other-1"}, nil)
+	res := completedResult[countResult](t, c.waitTurn(other, sid, r.Turn.ID))
+	if res.Stamp != stamp || res.Init != 1 || res.Count != 1 || string(res.Value) != `"on the other node"` {
+		t.Fatalf("restored on the other node: %+v, want stamp %d, count 1 and one init", res, stamp)
+	}
+	if !sessionsLeasedBy(t, db, c.dirs[other])[sid] {
+		t.Fatal("the other node does not hold the session")
+	}
 }

@@ -227,7 +227,12 @@ func (l *ComputerLauncher) Restore(ctx context.Context, spec LaunchSpec) (Proces
 	if err != nil {
 		return nil, err
 	}
-	pr, err := pk.Unpark(ctx, cs, spec.SessionID, computer.ProcessSpec{Stdout: logf, Stderr: logf})
+	dst := agentPath
+	if spec.Runtime == helmrtype.RuntimeNode {
+		dst = bundlePath
+	}
+	pr, err := pk.Unpark(ctx, cs, spec.SessionID, computer.ProcessSpec{Stdout: logf, Stderr: logf,
+		Binds: []computer.Bind{{Src: spec.Binary, Dst: dst}, {Src: filepath.Dir(spec.Socket), Dst: runDir}}})
 	if err != nil {
 		logf.Close()
 		return nil, err

@@ -162,9 +162,18 @@ func (s *Supervisor) restore(p *proc) {
 		err = fmt.Errorf("checkpoints are off here: %s", s.CheckpointOff())
 	}
 	if err == nil {
-		rctx, cancel := context.WithTimeout(ctx, time.Minute)
-		pr, err = pk.Restore(rctx, p.spec(l))
-		cancel()
+		// This node's copy of the Deployment's binary and its protocol
+		// socket: the restored process may have been parked by another.
+		spec := p.spec(l)
+		spec.Binary, spec.Socket = l.Binary, s.socket
+		if s.opts.ResolveBinary != nil {
+			spec.Binary, err = s.opts.ResolveBinary(ctx, l.Digest, l.Binary)
+		}
+		if err == nil {
+			rctx, cancel := context.WithTimeout(ctx, time.Minute)
+			pr, err = pk.Restore(rctx, spec)
+			cancel()
+		}
 	}
 	if err != nil {
 		s.step(p, event{kind: evRestoreDone, err: err})

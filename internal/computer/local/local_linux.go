@@ -433,6 +433,9 @@ func (p *Provider) Start(ctx context.Context, spec computer.Spec, ps computer.Pr
 	}
 	// The root of the tree a checkpoint takes.
 	if ps.Restorable && sb != nil {
+		for _, b := range ps.Binds {
+			pr.binds = append(pr.binds, b.Dst)
+		}
 		if pr.init, err = sb.initPID(); err != nil {
 			return fail(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,6 +55,9 @@ const parkFile = "helmr-local.json"
 type parkInfo struct {
 	Stdout string `json:"stdout,omitempty"`
 	Stderr string `json:"stderr,omitempty"`
+	// Binds are the mount points of the process's binds, which Unpark
+	// takes from its ProcessSpec.Binds.
+	Binds []string `json:"binds,omitempty"`
 }
 
 var _ computer.Parker = (*Provider)(nil)
@@ -169,7 +173,7 @@ func (p *Provider) Park(ctx context.Context, spec computer.Spec, name string, pr
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return computer.ParkStats{}, helmrtype.Errorf(checkpoint.CodeDumpFailed, "local: %v", err)
 	}
-	info := parkInfo{Stdout: hostFilePath(proc.init, 1), Stderr: hostFilePath(proc.init, 2)}
+	info := parkInfo{Stdout: hostFilePath(proc.init, 1), Stderr: hostFilePath(proc.init, 2), Binds: proc.binds}
 	b, _ := json.Marshal(info)
 	if err := os.WriteFile(filepath.Join(dir, parkFile), b, 0o600); err != nil {
 		os.RemoveAll(dir)
@@ -203,7 +207,7 @@ func (p *Provider) Park(ctx context.Context, spec computer.Spec, name string, pr
 	var cp *checkpoint.Checkpoint
 	if err == nil {
 		cp, err = p.criu.Dump(context.WithoutCancel(ctx), proc.init, dir,
-			checkpoint.DumpOptions{Mounts: []string{computer.Workspace, computer.Tmp}})
+			checkpoint.DumpOptions{Mounts: append([]string{computer.Workspace, computer.Tmp}, proc.binds...)})
 	}
 	if err != nil {
 		decide(false)
@@ -306,14 +310,19 @@ func (p *Provider) Unpark(ctx context.Context, spec computer.Spec, name string, 
 	if info.Stdout != "" && stdout != nil {
 		files[info.Stdout] = stdout
 	}
-	r, err := p.criu.Restore(context.WithoutCancel(ctx), dir, checkpoint.RestoreOptions{
-		Mounts: map[string]string{computer.Workspace: fl.ws, computer.Tmp: fl.tmp},
-		Files:  files,
-	})
+	mounts := map[string]string{computer.Workspace: fl.ws, computer.Tmp: fl.tmp}
+	for _, dst := range info.Binds {
+		i := slices.IndexFunc(ps.Binds, func(b computer.Bind) bool { return b.Dst == dst })
+		if i < 0 {
+			return nil, helmrtype.Errorf(checkpoint.CodeRestoreFailed, "local: the restore of %s in computer %s needs the source of its bind %s", name, spec.ID, dst)
+		}
+		mounts[dst] = ps.Binds[i].Src
+	}
+	r, err := p.criu.Restore(context.WithoutCancel(ctx), dir, checkpoint.RestoreOptions{Mounts: mounts, Files: files})
 	if err != nil {
 		return nil, err
 	}
-	pr := &process{pid: r.PID, init: r.PID, owner: p, done: make(chan struct{}), waitFn: func() error {
+	pr := &process{pid: r.PID, init: r.PID, owner: p, binds: info.Binds, done: make(chan struct{}), waitFn: func() error {
 		st, err := r.Wait()
 		if err != nil {
 			return err

@@ -34,6 +34,10 @@ type process struct {
 	init int
 	// owner is the provider that started or restored the process.
 	owner *Provider
+	// binds are the mount points of a Restorable process's binds
+	// (ProcessSpec.Binds): a restore binds each from the source its
+	// caller gives then (another node's files, perhaps).
+	binds []string
 
 	// mu guards parking and parked.
 	mu sync.Mutex
