@@ -253,8 +253,13 @@ func unpark(t *testing.T, p *local.Provider, c *counter, spec computer.Spec, nam
 	if err != nil {
 		t.Fatal(err)
 	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
-	pr, err := p.Unpark(context.Background(), spec, name, computer.ProcessSpec{Stdout: logf, Stderr: logf})
+	pr, err := p.Unpark(context.Background(), spec, name, computer.ProcessSpec{Stdout: logf, Stderr: logf,
+		Binds: []computer.Bind{{Src: self, Dst: "/.helmr/agent"}}})
 	took := time.Since(start)
 	logf.Close()
 	if err != nil {
