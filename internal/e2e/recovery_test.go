@@ -139,13 +139,10 @@ func sameProcess(t *testing.T, p *plane, sessionID string, hostPID, reported int
 // rather than freezing them.
 func parking(p *plane) bool { return p.cp.Supervisor.CheckpointOff() == "" }
 
-// pidOfComputer finds the live session process of a Computer (inside its
-// sandbox) by the HELMR_COMPUTER_ID its launcher sets, 0 when there is none.
-// A session process makes itself non-dumpable (sessionproc hides its
-// memory), so only root can read its environment: as another user the
-// process is the one p's store records for the Computer, when it is alive
-// (unsandboxed, that is the session process itself).
-func pidOfComputer(p *plane, computerID string) int {
+// hostPIDOfComputer finds a live process of a Computer on this host by
+// the HELMR_COMPUTER_ID its launcher sets (readable by root), 0 when there
+// is none.
+func hostPIDOfComputer(computerID string) int {
 	want := "HELMR_COMPUTER_ID=" + computerID
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
@@ -157,6 +154,19 @@ func pidOfComputer(p *plane, computerID string) int {
 		if err == nil && slices.Contains(strings.Split(string(env), "\x00"), want) {
 			return pid
 		}
+	}
+	return 0
+}
+
+// pidOfComputer finds the live session process of a Computer (inside its
+// sandbox) by the HELMR_COMPUTER_ID its launcher sets, 0 when there is none.
+// A session process makes itself non-dumpable (sessionproc hides its
+// memory), so only root can read its environment: as another user the
+// process is the one p's store records for the Computer, when it is alive
+// (unsandboxed, that is the session process itself).
+func pidOfComputer(p *plane, computerID string) int {
+	if pid := hostPIDOfComputer(computerID); pid != 0 {
+		return pid
 	}
 	if os.Geteuid() == 0 {
 		return 0

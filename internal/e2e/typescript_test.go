@@ -248,7 +248,7 @@ func TestTypeScriptAgents(t *testing.T) {
 			t.Fatalf("deployments: %v %+v", err, page)
 		}
 		m := page.Deployments[0].Manifest
-		if m.Runtime != helmrtype.RuntimeNode || m.SDK != "typescript" || len(m.Agents) != 10 {
+		if m.Runtime != helmrtype.RuntimeNode || m.SDK != "typescript" || len(m.Agents) != 11 {
 			t.Fatalf("manifest: runtime %q sdk %q, %d agents", m.Runtime, m.SDK, len(m.Agents))
 		}
 	})
@@ -337,6 +337,61 @@ func TestTypeScriptAgents(t *testing.T) {
 		o := waitTurn(t, s, sid, tid)
 		if o.Status != helmrtype.TurnCompleted || string(o.Result) != `{"selected":["yes"],"by":"api_key"}` {
 			t.Fatalf("outcome %+v %s %+v", o, o.Result, o.Error)
+		}
+	})
+
+	t.Run("a parked wait keeps its memory", func(t *testing.T) {
+		rec := createJSON(t, s, "parker", "go")
+		sid, tid := rec.Session.ID, rec.Turn.ID
+		waitForWithin(t, "the parked residency", tsPatience, func() bool {
+			return eventWith(t, s, sid, helmrtype.EventComputerResidency, `"residency":"parked"`) ||
+				eventWith(t, s, sid, helmrtype.EventComputerResidency, `"residency":"running","error"`)
+		})
+		var c helmrtype.ComputerState
+		var sess helmrtype.Session
+		if err := apiCall(s.url, s.key, "GET", "/v1/sessions/"+sid, nil, &sess); err != nil || sess.ComputerID == nil {
+			t.Fatalf("session: %v %+v", err, sess)
+		}
+		if err := apiCall(s.url, s.key, "GET", "/v1/computers/"+*sess.ComputerID, nil, &c); err != nil {
+			t.Fatal(err)
+		}
+		if c.CheckpointOff != "" {
+			t.Skipf("parking is off on this host: %s", c.CheckpointOff)
+		}
+		if c.Residency != helmrtype.ResidencyParked {
+			t.Fatalf("computer residency %s, want parked; events %+v", c.Residency, sessionEvents(t, s, sid))
+		}
+		if pid := hostPIDOfComputer(*sess.ComputerID); pid != 0 {
+			t.Fatalf("a parked session still has process %d", pid)
+		}
+		var stamp string
+		for _, e := range sessionEvents(t, s, sid) {
+			if m := regexp.MustCompile(`stamp ([0-9.e-]+)`).FindSubmatch(e.Data); e.Kind == "turn.output" && m != nil {
+				stamp = string(m[1])
+			}
+		}
+		var page helmrtype.AskPage
+		if err := apiCall(s.url, s.key, "GET", "/v1/sessions/"+sid+"/turns/"+tid+"/asks", nil, &page); err != nil || len(page.Asks) != 1 {
+			t.Fatalf("asks: %v %+v", err, page)
+		}
+		if err := apiCall(s.url, s.key, "POST", "/v1/sessions/"+sid+"/turns/"+tid+"/asks/"+page.Asks[0].ID+"/respond",
+			map[string]any{"answer": "go on", "response_id": "p1"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		o := waitTurn(t, s, sid, tid)
+		var res struct {
+			Count  int             `json:"count"`
+			Stamp  string          `json:"stamp"`
+			File   string          `json:"file"`
+			Answer json.RawMessage `json:"answer"`
+		}
+		json.Unmarshal(o.Result, &res)
+		if o.Status != helmrtype.TurnCompleted || res.Count != 1 || res.Stamp == "" || res.Stamp != stamp || res.File != "1" ||
+			!strings.Contains(string(res.Answer), "go on") {
+			t.Fatalf("after the restore: %+v %s %+v (stamp was %q)", o, o.Result, o.Error, stamp)
+		}
+		if !eventWith(t, s, sid, helmrtype.EventComputerResidency, `"residency":"restoring"`) {
+			t.Fatal("no restoring residency")
 		}
 	})
 
