@@ -218,6 +218,12 @@ func (e *Engine) GetBinary(ctx context.Context, digest string) ([]byte, error) {
 // supervisesTx reports whether this node is the Session's recorded
 // supervisor (always true for a single node); LeaseHolder takes the
 // Session's lock, so the answer holds for the transaction.
+// Supervises reports whether this node holds the Session's lease (always
+// true for a node alone on its database).
+func (e *Engine) Supervises(ctx context.Context, sessionID string) (bool, error) {
+	return read(ctx, e.store, func(tx store.Tx) (bool, error) { return e.supervisesTx(ctx, tx, sessionID) })
+}
+
 func (e *Engine) supervisesTx(ctx context.Context, tx store.Tx, sessionID string) (bool, error) {
 	if e.node == "" {
 		return true, nil

@@ -273,6 +273,15 @@ func (s *Supervisor) exited(p *proc) {
 		conn.CloseNow()
 	}
 	s.releaseFreezer(p)
+	if !lost && s.clustered() {
+		// Ended by the node that took the Session over while this one was
+		// cut off (it ends a process left behind on its host), before a
+		// renewal here noticed.
+		if ok, err := s.eng.Supervises(context.Background(), p.sessionID); err == nil && !ok {
+			s.log.Warn("another node took the session over; its process here ended", "session", p.sessionID)
+			lost = true
+		}
+	}
 	if lost {
 		s.forget(p)
 		return // the node that took the Session over settles what it ran
