@@ -150,7 +150,8 @@ func (s *Supervisor) restore(p *proc) {
 	p.mu.Unlock()
 	var err error
 	if l == nil {
-		if l, err = s.eng.PrepareLaunch(ctx, p.sessionID, true); err == nil {
+		// A database outage is waited out, not taken for a lost process.
+		if l, err = retrying(s.ctx, s, func() (*engine.Launch, error) { return s.eng.PrepareLaunch(ctx, p.sessionID, true) }); err == nil {
 			p.mu.Lock()
 			p.launch = l
 			p.life.policy = policyOf(l.Agent.Actor, l.Agent.IdleTimeout, l.Session.HibernateAfterIdle)
