@@ -78,6 +78,13 @@ type RestoreOptions struct {
 	// tmpfs mount, gone once the restore is done); default the images
 	// directory's parent.
 	WorkDir string
+	// Place puts the restored tree's processes (the root first) where they
+	// belong, their cgroups, before they run again: checkpoints leave
+	// cgroups out (CRIU would otherwise dump, and need at the restore,
+	// every group below the tree's, the host's whole hierarchy for a
+	// process in a root group). An error ends the tree. nil leaves the
+	// processes in this process's cgroups.
+	Place func(pids []int) error
 }
 
 // Checkpoint describes a checkpoint on disk (ManifestFile).

@@ -227,6 +227,8 @@ func parkAndRestore(t *testing.T, cgroup string, binds []computer.Bind, argv, en
 	t.Logf("dumped at n=%d in %s: %d bytes, %d host files (%v)", nDumped, cp.Took, cp.Bytes, len(cp.Files), cp.Files)
 	checkPrivate(t, images)
 
+	// Back into the groups it had, as the provider does with its own.
+	ropts.Place = func(pids []int) error { return joinCgroups(pids, cgroupsBefore) }
 	r, err := c.Restore(ctx, images, ropts)
 	if err != nil {
 		t.Fatal(err)
@@ -385,4 +387,38 @@ func TestDumpFailureQuotesTheLog(t *testing.T) {
 	t.Logf("%v", err)
 	n, _, _ := lastLine(t, logPath)
 	waitFor(t, "the counter to go on after the failed dump", func() bool { m, _, _ := lastLine(t, logPath); return m > n+2 })
+}
+
+// joinCgroups moves pids into the cgroups that a /proc/PID/cgroup listing
+// names (v1 hierarchies by their controllers' directory, v2 the unified).
+func joinCgroups(pids []int, listing []byte) error {
+	for _, line := range strings.Split(strings.TrimSpace(string(listing)), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		dir := "/sys/fs/cgroup"
+		switch {
+		case f[1] == "":
+			// the unified hierarchy: /sys/fs/cgroup itself on v2, or
+			// /sys/fs/cgroup/unified beside v1 ones
+			if _, err := os.Stat(filepath.Join(dir, "unified")); err == nil {
+				dir = filepath.Join(dir, "unified")
+			}
+		case strings.HasPrefix(f[1], "name="):
+			dir = filepath.Join(dir, strings.TrimPrefix(f[1], "name="))
+		default:
+			dir = filepath.Join(dir, f[1])
+		}
+		procs := filepath.Join(dir, f[2], "cgroup.procs")
+		if _, err := os.Stat(procs); err != nil {
+			continue // a hierarchy not mounted here
+		}
+		for _, pid := range pids {
+			if err := os.WriteFile(procs, []byte(strconv.Itoa(pid)), 0); err != nil {
+				return fmt.Errorf("%s: %w", procs, err)
+			}
+		}
+	}
+	return nil
 }

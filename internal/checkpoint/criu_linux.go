@@ -115,7 +115,9 @@ func (c *CRIU) Dump(ctx context.Context, pid int, dir string, opts DumpOptions) 
 		// The sandbox's network namespace holds nothing to protect from
 		// the outside during the dump; no iptables or nft is needed.
 		"--network-lock", "skip",
-		"--file-locks", "--tcp-close"}
+		"--file-locks", "--tcp-close",
+		// Cgroups are the caller's to give back (RestoreOptions.Place).
+		"--manage-cgroups=ignore"}
 	if len(opts.Mounts) > 0 {
 		cp.Mounts = map[string]string{}
 		for i, m := range opts.Mounts {
@@ -196,10 +198,11 @@ func (c *CRIU) Restore(ctx context.Context, dir string, opts RestoreOptions) (*R
 	os.Remove(pidfile)
 	args := []string{"restore", "--images-dir", dir, "--log-file", RestoreLog, "-v4", "--root", root,
 		"--ext-mount-map", "auto", "--enable-external-sharing", "--enable-external-masters",
-		"--file-locks", "--tcp-close",
-		// CRIU leaves once the tree runs; the tree's root becomes a
-		// child of this process, not of CRIU.
-		"--restore-detached", "--restore-sibling", "--pidfile", pidfile}
+		"--file-locks", "--tcp-close", "--manage-cgroups=ignore",
+		// CRIU leaves the tree stopped, placed (RestoreOptions.Place),
+		// then continued; its root becomes a child of this process, not
+		// of CRIU.
+		"--leave-stopped", "--restore-detached", "--restore-sibling", "--pidfile", pidfile}
 	for m, key := range cp.Mounts {
 		src, ok := opts.Mounts[m]
 		if !ok {
@@ -238,6 +241,18 @@ func (c *CRIU) Restore(ctx context.Context, dir string, opts RestoreOptions) (*R
 	proc, err := os.FindProcess(pid)
 	if err != nil {
 		return nil, restoreError(dir, "the restored process %d: %v", pid, err)
+	}
+	tree := treePIDs(pid)
+	if opts.Place != nil {
+		if err := opts.Place(tree); err != nil {
+			syscall.Kill(-pid, syscall.SIGKILL)
+			syscall.Kill(pid, syscall.SIGKILL)
+			proc.Wait()
+			return nil, restoreError(dir, "place the restored processes: %v", err)
+		}
+	}
+	for _, p := range tree {
+		syscall.Kill(p, syscall.SIGCONT)
 	}
 	c.log.Info("checkpoint restored", "pid", pid, "dir", dir, "took", took)
 	return &Restored{PID: pid, Took: took, proc: proc}, nil

@@ -45,6 +45,9 @@ type Parker interface {
 // again: time enough for its checkpoint.
 const parkPause = time.Second
 
+// dumpRetries are the pauses before each try of a checkpoint.
+var dumpRetries = [...]time.Duration{0, 100 * time.Millisecond, 300 * time.Millisecond}
+
 // parkTimeout bounds the time from park to the process's close.
 const parkTimeout = 10 * time.Second
 
@@ -103,9 +106,20 @@ func (s *Supervisor) dump(p *proc) {
 	case pk == nil || pr == nil || l == nil:
 		err = errors.New("this process cannot be checkpointed")
 	default:
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		stats, err = pk.Park(ctx, p.spec(l), pr)
-		cancel()
+		// Its end of the connection may still be open for a moment after
+		// the close reached this end (a checkpoint then fails, the
+		// process untouched): tried again shortly, within its pause.
+		for i, wait := range dumpRetries {
+			if i > 0 {
+				time.Sleep(wait)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			stats, err = pk.Park(ctx, p.spec(l), pr)
+			cancel()
+			if err == nil {
+				break
+			}
+		}
 	}
 	p.mu.Lock()
 	if err == nil {

@@ -65,13 +65,16 @@ func (s *Supervisor) start(p *proc, token string) {
 	if err == nil {
 		var proc Process
 		restorable := s.parker() != nil
+		// Known before the process can say hello (which reads it).
+		p.mu.Lock()
+		p.restorable = restorable
+		p.mu.Unlock()
 		proc, err = s.launcher.Launch(ctx, LaunchSpec{SessionID: p.sessionID, ComputerID: l.Session.ComputerID,
 			Agent: l.Session.Agent, Binary: bin, Runtime: l.Runtime, Socket: s.socket, Token: token,
 			ReconnectWindow: s.opts.ReconnectWindow, Template: l.Template, SourceDir: sourceDir, Restorable: restorable})
 		if err == nil {
 			p.mu.Lock()
 			p.process = proc
-			p.restorable = restorable
 			killed := p.killed
 			if p.life.phase == phaseStarting && p.conn == nil {
 				p.helloTimer = s.clock.AfterFunc(helloTimeout, func() {

@@ -318,7 +318,18 @@ func (p *Provider) Unpark(ctx context.Context, spec computer.Spec, name string, 
 		}
 		mounts[dst] = ps.Binds[i].Src
 	}
-	r, err := p.criu.Restore(context.WithoutCancel(ctx), dir, checkpoint.RestoreOptions{Mounts: mounts, Files: files})
+	// Into the Computer's cgroups, with their limits, before it runs
+	// again: as at a start, every process of the tree is born (here:
+	// resumes) inside them.
+	place := func(pids []int) error {
+		for _, pid := range pids {
+			if err := p.limits.apply(spec.ID, spec.Resources, pid); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	r, err := p.criu.Restore(context.WithoutCancel(ctx), dir, checkpoint.RestoreOptions{Mounts: mounts, Files: files, Place: place})
 	if err != nil {
 		return nil, err
 	}
