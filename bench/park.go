@@ -241,7 +241,7 @@ func parkPhase(c *client, bin string, args []string, srv **exec.Cmd, data string
 	for i := range ss {
 		ss[i] = &parkSession{}
 	}
-	var samples []parkSample
+	var samples, atOnceRound []parkSample
 	var failures []string
 	for r := 0; r <= rounds && nLat > 0; r++ {
 		// The last round answers each Session as soon as it is parked,
@@ -280,11 +280,12 @@ func parkPhase(c *client, bin string, args []string, srv **exec.Cmd, data string
 			}
 			samples = append(samples, round...)
 		} else {
-			printAtOnce(round)
+			atOnceRound = round
 		}
 	}
 	if nLat > 0 {
 		printParkSamples(samples, nLat, rounds)
+		printAtOnce(atOnceRound)
 	}
 	for _, f := range failures {
 		fmt.Println("  failed:", f)
@@ -389,7 +390,11 @@ func parkDensity(c *client, srvPID int, data string, n int) error {
 	}
 	took := time.Since(t0)
 	procs, procRSS := descendantsRSS(srvPID)
-	images, logs, dirs := allImages(data)
+	ids := make(map[string]bool, n)
+	for _, cs := range sessions {
+		ids[cs.id] = true
+	}
+	images, logs, dirs := allImages(data, ids)
 	fmt.Printf("density: %d Sessions asked and parked (at most %d not yet parked at a time) in %s, %.1f/s; parked %d/%d\n",
 		n, parkWindow, took.Round(time.Millisecond), float64(parked)/took.Seconds(), parked, n)
 	fmt.Printf("  parked: processes under the server %d, their RSS %.1f MB; server RSS %.1f MB (%.1f MB before); images on disk %.1f MiB for %d Sessions (%.2f MiB each) plus %.1f MiB of dump logs\n",
@@ -399,7 +404,9 @@ func parkDensity(c *client, srvPID int, data string, n int) error {
 		fmt.Printf("  %d Sessions were not parked within 30 s of the last park\n", n-parked)
 	}
 
-	// A sample is answered, one at a time: each restored with its memory.
+	// A sample is answered, one at a time, past the last park's pause:
+	// each restored with its memory.
+	time.Sleep(parkPause + 100*time.Millisecond)
 	k := min(10, n)
 	var output, completed []time.Duration
 	ok := 0
@@ -515,11 +522,15 @@ func imageSize(dir string) (images, logs int64) {
 	return images, logs
 }
 
-// allImages sums imageSize over every images directory of the data
-// directory (computers/*/checkpoints/*), and counts them.
-func allImages(data string) (images, logs int64, dirs int) {
+// allImages sums imageSize over the images directories of the data
+// directory (computers/*/checkpoints/<session>) of the Sessions ids, and
+// counts them.
+func allImages(data string, ids map[string]bool) (images, logs int64, dirs int) {
 	matches, _ := filepath.Glob(filepath.Join(data, "computers", "*", "checkpoints", "*"))
 	for _, m := range matches {
+		if !ids[filepath.Base(m)] {
+			continue
+		}
 		i, l := imageSize(m)
 		if i > 0 {
 			images, logs, dirs = images+i, logs+l, dirs+1
