@@ -115,6 +115,7 @@ type parkResult struct {
 // parkSample is one park and its restore.
 type parkSample struct {
 	park, dump                 time.Duration // eligible → parked; parking → parked
+	hotRSS                     int64         // the process's RSS while it waited, before the park
 	imageBytes, logBytes       int64
 	gone                       bool // no process of its Computer once parked
 	restored                   bool
@@ -145,6 +146,21 @@ func parkStart(c *client, data string, s *parkSession) (sm parkSample, failed st
 	if err != nil {
 		return sm, "", err
 	}
+	if s.computer == "" {
+		var ss helmrtype.Session
+		if err := c.do("GET", "/v1/sessions/"+s.id, nil, &ss); err != nil {
+			return sm, "", err
+		}
+		if ss.ComputerID != nil {
+			s.computer = *ss.ComputerID
+		}
+		if off := checkpointOff(c, s.computer); off != "" {
+			return sm, "", errCheckpointOff(off)
+		}
+	}
+	for _, pid := range computerPIDs(s.computer) {
+		sm.hotRSS += rss(pid)
+	}
 	parking, err := s.until(c, 30*time.Second, "computer.residency parking", func(e *helmrtype.SessionEvent) bool {
 		return residencyOf(e).Residency == helmrtype.ResidencyParking
 	})
@@ -160,7 +176,6 @@ func parkStart(c *client, data string, s *parkSession) (sm parkSample, failed st
 		return sm, "", err
 	}
 	r := residencyOf(end)
-	s.computer = r.ComputerID
 	if r.Residency != helmrtype.ResidencyParked || r.Error != nil {
 		return sm, fmt.Sprintf("%s %s", end.Kind, end.Data), nil
 	}
@@ -250,17 +265,18 @@ func parkPhase(c *client, bin string, args []string, srv **exec.Cmd, data string
 		var round []parkSample
 		for i, ps := range ss {
 			sm, failed, err := parkStart(c, data, ps)
+			if off, ok := err.(errCheckpointOff); ok {
+				fmt.Printf("parking: off (the server's Computers say checkpoint_off: %s); the parking phase is skipped\n", string(off))
+				for _, ps := range ss[:i+1] {
+					c.do("POST", "/v1/sessions/"+ps.id+"/cancel", struct{}{}, nil)
+				}
+				return nil
+			}
 			if err != nil {
 				return err
 			}
 			if failed != "" {
 				failures = append(failures, fmt.Sprintf("park of session %s: %s", ps.id, failed))
-			}
-			if r == 0 && i == 0 {
-				if off := checkpointOff(c, ps.computer); off != "" {
-					fmt.Printf("parking: off (the server's Computers say checkpoint_off: %s); the parking phase is skipped\n", off)
-					return nil
-				}
 			}
 			if atOnce {
 				if err := parkAnswer(c, ps, int64(r+1), &sm); err != nil {
@@ -302,12 +318,13 @@ func parkPhase(c *client, bin string, args []string, srv **exec.Cmd, data string
 // printParkSamples prints the latency samples' figures.
 func printParkSamples(samples []parkSample, nLat, rounds int) {
 	var park, dump, output, running, completed []time.Duration
-	var images, logs []int64
+	var images, logs, hot []int64
 	var gone, ok int
 	for _, sm := range samples {
 		if sm.park > 0 {
 			park, dump = append(park, sm.park), append(dump, sm.dump)
 			images, logs = append(images, sm.imageBytes), append(logs, sm.logBytes)
+			hot = append(hot, sm.hotRSS)
 		}
 		if sm.gone {
 			gone++
@@ -327,8 +344,9 @@ func printParkSamples(samples []parkSample, nLat, rounds int) {
 	if len(images) > 0 {
 		slices.Sort(images)
 		slices.Sort(logs)
-		fmt.Printf("checkpoint images per parked Session (file sizes, = bytes CRIU wrote per park): p50 %.1f MiB  max %.1f MiB; plus CRIU's dump.log p50 %.0f KiB\n",
-			mib(images[len(images)/2]), mib(images[len(images)-1]), float64(logs[len(logs)/2])/1024)
+		slices.Sort(hot)
+		fmt.Printf("checkpoint images per parked Session (file sizes, = bytes CRIU wrote per park): p50 %.1f MiB  max %.1f MiB; plus CRIU's dump.log p50 %.0f KiB; the process's RSS while it waited, before the park: p50 %.1f MiB\n",
+			mib(images[len(images)/2]), mib(images[len(images)-1]), float64(logs[len(logs)/2])/1024, mib(hot[len(hot)/2]))
 	}
 }
 
@@ -426,6 +444,11 @@ func parkDensity(c *client, srvPID int, data string, n int) error {
 		k, ok, k, pct(output, 50), pct(output, 100), pct(completed, 50), pct(completed, 100))
 	return nil
 }
+
+// errCheckpointOff is a Computer's checkpoint_off: parking is off.
+type errCheckpointOff string
+
+func (e errCheckpointOff) Error() string { return "checkpoints are off: " + string(e) }
 
 // checkpointOff is a Computer's checkpoint_off ("" when it parks).
 func checkpointOff(c *client, computerID string) string {
