@@ -49,6 +49,8 @@ type parkSession struct {
 	// has looked at.
 	seen    []helmrtype.SessionEvent
 	scanned int
+	// turns counts its completed Turns.
+	turns int64
 	// parkingAt is when its last park started (computer.residency
 	// parking).
 	parkingAt time.Time
@@ -187,21 +189,25 @@ func parkStart(c *client, data string, s *parkSession) (sm parkSample, failed st
 }
 
 // parkAnswer answers the question of s's Turn and follows its restore
-// until the Turn completes; the result must show count and s's boot.
-func parkAnswer(c *client, s *parkSession, count int64, sm *parkSample) error {
+// until the Turn ends; the result must show s's count of Turns and its
+// boot. A Turn that does not complete (its process could not be
+// restored) is a failure, said in failed, and s is let go: the next
+// round starts a new Session in its place.
+func parkAnswer(c *client, s *parkSession, sm *parkSample) (failed string, err error) {
+	count := s.turns + 1
 	var asks helmrtype.AskPage
 	if err := c.do("GET", "/v1/sessions/"+s.id+"/turns/"+s.turn+"/asks", nil, &asks); err != nil {
-		return err
+		return "", err
 	}
 	if len(asks.Asks) == 0 {
-		return fmt.Errorf("session %s: no question", s.id)
+		return "", fmt.Errorf("session %s: no question", s.id)
 	}
 	answer := "answer-" + s.turn
 	body, _ := json.Marshal(answer)
 	t0 := time.Now()
 	if err := c.do("POST", "/v1/sessions/"+s.id+"/turns/"+s.turn+"/asks/"+asks.Asks[0].ID+"/respond",
 		helmrtype.AskRespond{Answer: body, ResponseID: "r-" + s.turn}, nil); err != nil {
-		return err
+		return "", err
 	}
 	var output, running *helmrtype.SessionEvent
 	end, err := s.until(c, time.Minute, "end of the Turn", func(e *helmrtype.SessionEvent) bool {
@@ -214,18 +220,25 @@ func parkAnswer(c *client, s *parkSession, count int64, sm *parkSample) error {
 		return s.ofTurn(e) && strings.HasPrefix(e.Kind, "turn.") && helmrtype.TurnTerminal(strings.TrimPrefix(e.Kind, "turn."))
 	})
 	if err != nil {
-		return err
+		return "", err
 	}
 	sm.completed = end.CreatedAt.Sub(t0)
 	if output != nil {
 		sm.output = output.CreatedAt.Sub(t0)
 	}
-	if running != nil {
-		sm.running, sm.restored = running.CreatedAt.Sub(t0), true
-	}
 	var ts helmrtype.TurnState
 	if err := c.do("GET", "/v1/sessions/"+s.id+"/turns/"+s.turn, nil, &ts); err != nil {
-		return err
+		return "", err
+	}
+	if ts.Status != helmrtype.TurnCompleted {
+		failed = fmt.Sprintf("session %s, Turn %d (%s): %s %+v", s.id, count, s.turn, ts.Status, ts.Error)
+		c.do("POST", "/v1/sessions/"+s.id+"/cancel", struct{}{}, nil)
+		*s = parkSession{}
+		return failed, nil
+	}
+	s.turns = count
+	if running != nil {
+		sm.running, sm.restored = running.CreatedAt.Sub(t0), true
 	}
 	var res parkResult
 	json.Unmarshal(ts.Result, &res)
@@ -236,7 +249,7 @@ func parkAnswer(c *client, s *parkSession, count int64, sm *parkSample) error {
 	if !sm.ok {
 		fmt.Printf("  session %s, Turn %d: %s %s (want count %d, boot %s, answer %q)\n", s.id, count, ts.Status, ts.Result, count, s.boot, answer)
 	}
-	return nil
+	return "", nil
 }
 
 // parkPhase measures parking on a server started again on the run's data.
@@ -279,8 +292,12 @@ func parkPhase(c *client, bin string, args []string, srv **exec.Cmd, data string
 				failures = append(failures, fmt.Sprintf("park of session %s: %s", ps.id, failed))
 			}
 			if atOnce {
-				if err := parkAnswer(c, ps, int64(r+1), &sm); err != nil {
+				f, err := parkAnswer(c, ps, &sm)
+				if err != nil {
 					return err
+				}
+				if f != "" {
+					failures = append(failures, "restore of "+f)
 				}
 			}
 			round = append(round, sm)
@@ -290,8 +307,12 @@ func parkPhase(c *client, bin string, args []string, srv **exec.Cmd, data string
 				if d := time.Until(ps.parkingAt.Add(parkPause + 100*time.Millisecond)); d > 0 {
 					time.Sleep(d)
 				}
-				if err := parkAnswer(c, ps, int64(r+1), &round[i]); err != nil {
+				f, err := parkAnswer(c, ps, &round[i])
+				if err != nil {
 					return err
+				}
+				if f != "" {
+					failures = append(failures, "restore of "+f)
 				}
 			}
 			samples = append(samples, round...)
@@ -432,8 +453,13 @@ func parkDensity(c *client, srvPID int, data string, n int) error {
 		cs := sessions[i*n/k]
 		ps := &parkSession{id: cs.id, turn: cs.turn}
 		var sm parkSample
-		if err := parkAnswer(c, ps, 1, &sm); err != nil {
+		f, err := parkAnswer(c, ps, &sm)
+		if err != nil {
 			return err
+		}
+		if f != "" {
+			fmt.Println("  failed: restore of", f)
+			continue
 		}
 		if sm.ok {
 			ok++
