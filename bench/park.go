@@ -428,6 +428,9 @@ func parkDensity(c *client, srvPID int, data string, n int) error {
 		}
 	}
 	took := time.Since(t0)
+	if parked < n {
+		took = lastAt.Sub(t0) // to the last park, not through the wait for the rest
+	}
 	procs, procRSS := descendantsRSS(srvPID)
 	ids := make(map[string]bool, n)
 	for _, cs := range sessions {
@@ -440,7 +443,35 @@ func parkDensity(c *client, srvPID int, data string, n int) error {
 		procs, float64(procRSS)/(1<<20), float64(rss(srvPID))/(1<<20), float64(rss0)/(1<<20),
 		mib(images), dirs, mib(images)/float64(max(dirs, 1)), mib(logs))
 	if parked < n {
-		fmt.Printf("  %d Sessions were not parked within 30 s of the last park\n", n-parked)
+		fmt.Printf("  %d Sessions were not parked within 30 s of the last park; the first of them:\n", n-parked)
+		shown := 0
+		for _, cs := range sessions {
+			if shown == 5 {
+				break
+			}
+			ps := &parkSession{id: cs.id}
+			for more := true; more; {
+				var page helmrtype.SessionEventPage
+				after := int64(0)
+				if len(ps.seen) > 0 {
+					after = ps.seen[len(ps.seen)-1].Sequence
+				}
+				if c.do("GET", fmt.Sprintf("/v1/sessions/%s/events?after=%d&limit=1000", cs.id, after), nil, &page) != nil {
+					break
+				}
+				ps.seen, more = append(ps.seen, page.Records...), page.HasMore
+			}
+			var res string
+			for _, e := range ps.seen {
+				if r := residencyOf(&e); r.Residency != "" {
+					res = fmt.Sprintf("%s %s", e.Kind, e.Data)
+				}
+			}
+			if !strings.Contains(res, `"parked"`) {
+				shown++
+				fmt.Printf("    session %s: last residency record %q; last record %s\n", cs.id, res, ps.lastKind())
+			}
+		}
 	}
 
 	// A sample is answered, one at a time, past the last park's pause:
