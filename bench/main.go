@@ -82,7 +82,7 @@ func main() {
 	flag.IntVar(&nIdle, "idle-sessions", 0, "create this many idle Sessions (no input), then measure RSS, a warm Turn, and a restart to ready (0 skips it)")
 	flag.BoolVar(&parkOn, "park", true, "run the parking phase: park and restore latency, checkpoint images, parked Sessions at once (skipped, saying so, where the server cannot checkpoint)")
 	flag.IntVar(&parkSamples, "park-samples", 20, "park-and-restore samples of the parking phase (over 5 Sessions, each parked several times)")
-	flag.IntVar(&parkSessions, "park-sessions", 100, "Sessions the parking phase parks at once (density; 0 skips that part)")
+	flag.IntVar(&parkSessions, "park-sessions", 200, "Sessions the parking phase parks at once (density; 0 skips that part)")
 	flag.IntVar(&parkWindow, "park-window", 16, "at most this many of the density Sessions are started and not yet parked at a time")
 	flag.StringVar(&parkCRIU, "criu", "auto", "the server's --criu: auto, a path to criu, or off (parking off: the parking phase is skipped)")
 	flag.Parse()

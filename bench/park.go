@@ -415,9 +415,9 @@ func parkDensity(c *client, srvPID int, data string, n int) error {
 		}
 		sessions = append(sessions, created{rec.Session.ID, rec.Turn.ID})
 	}
-	// All parked, or no progress for 30 s.
+	// All parked, or no progress for 10 s.
 	last, lastAt := parked, time.Now()
-	for parked < n && time.Since(lastAt) < 30*time.Second {
+	for parked < n && time.Since(lastAt) < 10*time.Second {
 		time.Sleep(20 * time.Millisecond)
 		g, err := parkedGauge(c)
 		if err != nil {
@@ -443,7 +443,7 @@ func parkDensity(c *client, srvPID int, data string, n int) error {
 		procs, float64(procRSS)/(1<<20), float64(rss(srvPID))/(1<<20), float64(rss0)/(1<<20),
 		mib(images), dirs, mib(images)/float64(max(dirs, 1)), mib(logs))
 	if parked < n {
-		fmt.Printf("  %d Sessions were not parked within 30 s of the last park; the first of them:\n", n-parked)
+		fmt.Printf("  %d Sessions were not parked within 10 s of the last park; the first of them:\n", n-parked)
 		shown := 0
 		for _, cs := range sessions {
 			if shown == 5 {
