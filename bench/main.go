@@ -6,6 +6,7 @@
 //	go run ./bench [-agent go|ts] [-turns 10000] [-sessions 100] [-callers 20] [-trace]
 //	go run ./bench -concurrent-cold 20s [-cold-callers 50]   # adds the concurrent cold-start phase
 //	go run ./bench -idle-sessions 1000000                     # adds the idle-Sessions phase (minutes)
+//	go run ./bench -park-sessions 10000                       # parking phase with 10,000 parked Sessions (-park=false skips it)
 //
 // -trace runs the server with tracing on, exporting OTLP/HTTP to a sink in
 // this process that counts the spans (docs/observability.md).
@@ -79,6 +80,11 @@ func main() {
 	flag.IntVar(&coldCallers, "cold-callers", 50, "callers of the concurrent cold-start phase, each creating a new Session with input and waiting for its first Turn")
 	flag.BoolVar(&measureFloors, "floors", true, "first measure the machine's floors: an fsync, and processes and sandboxes started per second")
 	flag.IntVar(&nIdle, "idle-sessions", 0, "create this many idle Sessions (no input), then measure RSS, a warm Turn, and a restart to ready (0 skips it)")
+	flag.BoolVar(&parkOn, "park", true, "run the parking phase: park and restore latency, checkpoint images, parked Sessions at once (skipped, saying so, where the server cannot checkpoint)")
+	flag.IntVar(&parkSamples, "park-samples", 20, "park-and-restore samples of the parking phase (over 5 Sessions, each parked several times)")
+	flag.IntVar(&parkSessions, "park-sessions", 200, "Sessions the parking phase parks at once (density; 0 skips that part)")
+	flag.IntVar(&parkWindow, "park-window", 16, "at most this many of the density Sessions are started and not yet parked at a time")
+	flag.StringVar(&parkCRIU, "criu", "auto", "the server's --criu: auto, a path to criu, or off (parking off: the parking phase is skipped)")
 	flag.Parse()
 	if err := run(*turns, *sessions, *callers, *warm, *cold, *syncMode, *keep); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -268,7 +274,7 @@ func run(nTurns, nSessions, nCallers, nWarm, nCold int, syncMode string, keep bo
 	ln.Close()
 	data := filepath.Join(dir, "data")
 	keyFile := filepath.Join(dir, "api-key")
-	args := []string{"server", "--addr", addr, "--data-dir", data, "--api-key-file", keyFile, "--log-level", "warn", "--stop-sessions", "--sqlite-synchronous", syncMode}
+	args := []string{"server", "--addr", addr, "--data-dir", data, "--api-key-file", keyFile, "--log-level", "warn", "--stop-sessions", "--sqlite-synchronous", syncMode, "--criu", parkCRIU}
 	if cpuProfile != "" {
 		abs, _ := filepath.Abs(cpuProfile)
 		args = append(args, "--cpu-profile", abs)
@@ -415,18 +421,24 @@ func run(nTurns, nSessions, nCallers, nWarm, nCold int, syncMode string, keep bo
 	}
 	srv.Process.Signal(os.Interrupt)
 	srv.Wait()
-	if storeKind != "sqlite" {
-		return nil // the store's size is measured for SQLite's file only
-	}
-	var size int64
-	for _, f := range []string{"helmr.db", "helmr.db-wal"} {
-		if st, err := os.Stat(filepath.Join(data, f)); err == nil {
-			size += st.Size()
+	if storeKind == "sqlite" { // the store's size is measured for SQLite's file only
+		var size int64
+		for _, f := range []string{"helmr.db", "helmr.db-wal"} {
+			if st, err := os.Stat(filepath.Join(data, f)); err == nil {
+				size += st.Size()
+			}
 		}
+		fmt.Printf("store bytes per turn: %.0f (%d bytes for %d turns, after checkpoint)\n", float64(size)/float64(total), size, total)
 	}
-	fmt.Printf("store bytes per turn: %.0f (%d bytes for %d turns, after checkpoint)\n", float64(size)/float64(total), size, total)
-	if nIdle > 0 {
-		return idlePhase(c, helmrBin, args, &srv, rec.Session.ID, nIdle, nCallers)
+	if nIdle > 0 && storeKind == "sqlite" {
+		if err := idlePhase(c, helmrBin, args, &srv, rec.Session.ID, nIdle, nCallers); err != nil {
+			return err
+		}
+		srv.Process.Signal(os.Interrupt)
+		srv.Wait()
+	}
+	if parkOn {
+		return parkPhase(c, helmrBin, args, &srv, data)
 	}
 	return nil
 }
