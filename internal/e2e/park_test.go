@@ -360,3 +360,21 @@ func TestParkedSessionMovesToAnotherNode(t *testing.T) {
 		t.Fatal("the other node does not hold the session")
 	}
 }
+
+// A Command on the Computer of a parked Session restores its process,
+// which parks again once idle; the Turn's wait goes on.
+func TestCommandRestoresParkedSession(t *testing.T) {
+	p := startPlane(t, "")
+	parkingOrSkip(t, p)
+	r := p.create("waiter", text("countask"))
+	sid := r.Session.ID
+	waitResidency(t, p, sid, helmrtype.ResidencyParked, 1)
+	var cmd helmrtype.CommandState
+	p.must("POST", "/v1/computers/"+computerOf(t, p, sid)+"/commands", map[string]any{"command": []string{"cat", "/workspace/asked"}}, &cmd)
+	waitResidency(t, p, sid, helmrtype.ResidencyRestoring, 1)
+	waitResidency(t, p, sid, helmrtype.ResidencyParked, 2)
+	answer(t, p, sid, r.Turn.ID, "after the command")
+	if res := completedResult[countResult](t, p.wait(sid, r.Turn.ID)); res.Count != 1 || res.Init != 1 {
+		t.Fatalf("after the command: %+v", res)
+	}
+}

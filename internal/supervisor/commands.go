@@ -58,6 +58,17 @@ func (s *Supervisor) StartCommand(c store.Command) {
 	}
 	s.cmds[c.ID] = rc
 	s.mu.Unlock()
+	// The Computer's parked session processes are restored: a Command
+	// finds its Computer as its Sessions left it, their processes running
+	// (they park again once idle).
+	for _, p := range s.snapshot() {
+		p.mu.Lock()
+		on := p.isParked() && p.launch != nil && p.launch.Session.ComputerID == c.ComputerID
+		p.mu.Unlock()
+		if on {
+			s.activity(p)
+		}
+	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
