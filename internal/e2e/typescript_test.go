@@ -18,6 +18,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -558,6 +559,66 @@ func TestTypeScriptTurnSurvivesKill9(t *testing.T) {
 	for _, e := range sessionEvents(t, s2, sid) {
 		if e.Kind == "session.process_failed" {
 			t.Fatalf("the process failed across the restart: %s", fmt.Sprint(string(e.Data)))
+		}
+	}
+}
+
+// Ctrl-C of helmr dev while one Session's wait is parked and another's is
+// still hot parks both (and says so); after helmr dev starts again on the
+// same data directory, the answers restore them with their memory.
+func TestDevCtrlCParksWaitingSessions(t *testing.T) {
+	needTypeScriptSDK(t)
+	data := t.TempDir()
+	s := startTSDev(t, data, tsAgentsDir)
+	parked, hot := createJSON(t, s, "parker", "go"), createJSON(t, s, "parker", "hot")
+	waitForWithin(t, "the first wait parked", tsPatience, func() bool {
+		return eventWith(t, s, parked.Session.ID, helmrtype.EventComputerResidency, `"residency":"parked"`) ||
+			eventWith(t, s, parked.Session.ID, helmrtype.EventWaitSuspended, "")
+	})
+	if !eventWith(t, s, parked.Session.ID, helmrtype.EventComputerResidency, `"residency":"parked"`) {
+		t.Skip("parking is off on this host (the wait was frozen)")
+	}
+	stamp := func(sid string) string {
+		var st string
+		waitForWithin(t, "a stamp", tsPatience, func() bool {
+			for _, e := range sessionEvents(t, s, sid) {
+				if m := regexp.MustCompile(`stamp ([0-9.e-]+)`).FindSubmatch(e.Data); e.Kind == "turn.output" && m != nil {
+					st = string(m[1])
+				}
+			}
+			return st != ""
+		})
+		return st
+	}
+	stamps := map[string]string{parked.Session.ID: stamp(parked.Session.ID), hot.Session.ID: stamp(hot.Session.ID)}
+	s.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-s.done:
+	case <-time.After(time.Minute):
+		t.Fatalf("helmr dev did not stop: %s", s.output())
+	}
+	if !strings.Contains(s.output(), "parked 2 waiting or idle sessions") {
+		t.Fatalf("helmr dev did not say what it parked: %s", s.output())
+	}
+	s2 := startTSDev(t, data, tsAgentsDir)
+	for _, r := range []helmrtype.SessionCreateReceipt{parked, hot} {
+		sid, tid := r.Session.ID, r.Turn.ID
+		var page helmrtype.AskPage
+		if err := apiCall(s2.url, s2.key, "GET", "/v1/sessions/"+sid+"/turns/"+tid+"/asks", nil, &page); err != nil || len(page.Asks) != 1 {
+			t.Fatalf("asks of %s: %v %+v", sid, err, page)
+		}
+		if err := apiCall(s2.url, s2.key, "POST", "/v1/sessions/"+sid+"/turns/"+tid+"/asks/"+page.Asks[0].ID+"/respond",
+			map[string]any{"answer": "after the restart", "response_id": "r-" + sid}, nil); err != nil {
+			t.Fatal(err)
+		}
+		o := waitTurn(t, s2, sid, tid)
+		var res struct {
+			Count int    `json:"count"`
+			Stamp string `json:"stamp"`
+		}
+		json.Unmarshal(o.Result, &res)
+		if o.Status != helmrtype.TurnCompleted || res.Count != 1 || res.Stamp != stamps[sid] {
+			t.Fatalf("session %s after the restart: %+v %s %+v (stamp was %q)", sid, o, o.Result, o.Error, stamps[sid])
 		}
 	}
 }

@@ -294,7 +294,8 @@ func (p *proc) isParked() bool { return p.life.residency == resParked && p.proce
 
 // parkAll parks, as the control plane stops, every process that waits or
 // is idle and can be parked, and waits for their checkpoints until ctx
-// ends; it returns the Sessions it parked. Running Turns that do not wait
+// ends; it returns the Sessions parked then (these and those parked
+// before). Running Turns that do not wait
 // go on as before (a stop or a detach).
 func (s *Supervisor) parkAll(ctx context.Context) []string {
 	var parking []*proc
@@ -307,26 +308,41 @@ func (s *Supervisor) parkAll(ctx context.Context) []string {
 			s.carry(p, acts)
 		}
 	}
-	var parked []string
 	for _, p := range parking {
 		for {
 			p.mu.Lock()
 			res := p.life.residency
 			p.mu.Unlock()
 			if res != resParking || ctx.Err() != nil {
-				if res == resParked {
-					parked = append(parked, p.sessionID)
-				}
 				break
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
+	// Those parked now, and those parked before.
+	var parked []string
+	for _, p := range s.snapshot() {
+		if p.parked() {
+			parked = append(parked, p.sessionID)
+		}
+	}
+	slices.Sort(parked)
 	if len(parked) > 0 {
 		s.log.Info("parked the waiting and idle sessions: they are restored on demand after the next start",
 			"count", len(parked), "sessions", parked)
 	}
+	s.mu.Lock()
+	s.parkedAtStop = parked
+	s.mu.Unlock()
 	return parked
+}
+
+// ParkedAtStop returns the Sessions that the stop (Close or Detach)
+// parked.
+func (s *Supervisor) ParkedAtStop() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.parkedAtStop)
 }
 
 // discardParked lets go of a parked process that will never be restored

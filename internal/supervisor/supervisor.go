@@ -100,6 +100,8 @@ type Supervisor struct {
 	// releasing holds the lease releases in flight, by Session ID; see
 	// cluster.go.
 	releasing map[string]chan struct{}
+	// parkedAtStop are the Sessions the stop parked (parkAll).
+	parkedAtStop []string
 	// stopLeases ends the lease keeper; nil without one.
 	stopLeases context.CancelFunc
 	leasesDone chan struct{}

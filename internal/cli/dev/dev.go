@@ -91,7 +91,7 @@ func run(ctx context.Context, o *serve.Options, dir string, out, errw io.Writer)
 		return err
 	}
 	go watch(ctx, r, dir, fp, copied, out, errw)
-	return r.Serve(ctx, o)
+	return r.Serve(ctx, o, out)
 }
 
 // saveDevProfile saves the URL and key as the "dev" profile, current when

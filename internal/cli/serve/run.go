@@ -236,9 +236,10 @@ func Start(ctx context.Context, o *Options, logw io.Writer) (*Running, error) {
 	return r, nil
 }
 
-// Serve serves until ctx ends, then stops: it ends the session processes
-// with StopSessions, and otherwise leaves them to reattach at the next start.
-func (r *Running) Serve(ctx context.Context, o *Options) error {
+// Serve serves until ctx ends, then stops: it parks the session processes
+// that wait or are idle and prints those to out, then ends the others with
+// StopSessions, and otherwise leaves them to reattach at the next start.
+func (r *Running) Serve(ctx context.Context, o *Options, out io.Writer) error {
 	if r.MetricsLn != nil {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", r.CP.MetricsHandler())
@@ -252,6 +253,10 @@ func (r *Running) Serve(ctx context.Context, o *Options) error {
 		r.CP.Close(context.Background())
 	} else {
 		r.CP.Detach(context.Background())
+	}
+	if parked := r.CP.Supervisor.ParkedAtStop(); len(parked) > 0 {
+		fmt.Fprintf(out, "parked %d waiting or idle sessions (checkpointed to disk; restored on demand after the next start): %s\n",
+			len(parked), strings.Join(parked, " "))
 	}
 	return err
 }

@@ -72,7 +72,7 @@ func ServerCommand() *cobra.Command {
 				fmt.Fprintf(cmd.ErrOrStderr(), "helmr server: resource limits are off (%s): Deployments whose Templates set cpu, memory or process limits are %s\n",
 					iso.LimitsWhy, map[bool]string{false: "refused (start with --allow-unlimited to run them without)", true: "accepted and run WITHOUT them (--allow-unlimited)"}[allowUnlimited])
 			}
-			return r.Serve(ctx, o)
+			return r.Serve(ctx, o, out)
 		},
 	}
 	f := cmd.Flags()
