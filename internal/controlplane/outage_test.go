@@ -17,7 +17,6 @@ import (
 	"github.com/helmr-go/helmr/helmrclient"
 	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/store/pgstore/pgtest"
-	"github.com/jackc/pgx/v5"
 )
 
 // logBuffer collects a control plane's log lines, written from many
@@ -76,18 +75,7 @@ func TestDatabaseOutage(t *testing.T) {
 	}
 	t.Cleanup(func() { pg.Stop() })
 	ctx := context.Background()
-	name, err := pg.CreateDatabase(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The test server commits with synchronous_commit off, which loses the
-	// last commits in a crash; this database's must survive the halt.
-	admin, err := pgx.Connect(ctx, pg.DatabaseURL(name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = admin.Exec(ctx, `ALTER DATABASE `+name+` SET synchronous_commit = on`)
-	admin.Close(ctx)
+	name, err := pg.CreateDurableDatabase(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

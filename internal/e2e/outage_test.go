@@ -9,7 +9,6 @@ import (
 
 	"github.com/helmr-go/helmr/helmrtype"
 	"github.com/helmr-go/helmr/internal/store/pgstore/pgtest"
-	"github.com/jackc/pgx/v5"
 )
 
 // Turns that finish while PostgreSQL is down (5 s) complete as if nothing
@@ -29,18 +28,7 @@ func TestTurnsFinishDuringADatabaseOutage(t *testing.T) {
 	}
 	t.Cleanup(func() { pg.Stop() })
 	ctx := context.Background()
-	name, err := pg.CreateDatabase(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The test server commits asynchronously; this database's commits must
-	// survive the halt (an immediate stop).
-	admin, err := pgx.Connect(ctx, pg.DatabaseURL(name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = admin.Exec(ctx, `ALTER DATABASE `+name+` SET synchronous_commit = on`)
-	admin.Close(ctx)
+	name, err := pg.CreateDurableDatabase(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -198,19 +198,8 @@ func (s *Supervisor) restore(p *proc) {
 	p.mu.Lock()
 	p.process, p.restorable = pr, true
 	p.leasedAt = s.clock.Now()
-	if p.helloTimer != nil {
-		p.helloTimer.Stop()
-	}
-	p.helloTimer = s.clock.AfterFunc(s.opts.ReattachWindow, func() {
-		p.mu.Lock()
-		silent := p.life.phase == phaseReattaching
-		p.mu.Unlock()
-		if silent {
-			s.log.Warn("a restored session process did not reconnect in time; ending it", "session", p.sessionID)
-			p.kill()
-		}
-	})
 	p.mu.Unlock()
+	s.armReattach(p, "a restored session process did not reconnect in time; ending it")
 	s.log.Info("session process restored", "session", p.sessionID, "pid", pid)
 	if pid != 0 {
 		s.attachFreezer(p, pid)
@@ -222,6 +211,26 @@ func (s *Supervisor) restore(p *proc) {
 		defer s.wg.Done()
 		s.watch(p, pr)
 	}()
+}
+
+// armReattach gives a process that is to reconnect (one that outlived
+// the previous control plane, or was restored) ReattachWindow to do so;
+// one that does not is ended, with why in the log.
+func (s *Supervisor) armReattach(p *proc, why string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.helloTimer != nil {
+		p.helloTimer.Stop()
+	}
+	p.helloTimer = s.clock.AfterFunc(s.opts.ReattachWindow, func() {
+		p.mu.Lock()
+		silent := p.life.phase == phaseReattaching
+		p.mu.Unlock()
+		if silent {
+			s.log.Warn(why, "session", p.sessionID)
+			p.kill()
+		}
+	})
 }
 
 // restoreFailed ends a process that cannot be restored: its Session gets

@@ -106,17 +106,7 @@ func (s *Supervisor) Recover(ctx context.Context) error {
 	}
 	for _, p := range adopted {
 		s.attachFreezer(p, p.process.(*adoptedProcess).PID())
-		p.mu.Lock()
-		p.helloTimer = s.clock.AfterFunc(s.opts.ReattachWindow, func() {
-			p.mu.Lock()
-			silent := p.life.phase == phaseReattaching
-			p.mu.Unlock()
-			if silent {
-				s.log.Warn("session process did not reattach in time; ending it", "session", p.sessionID)
-				p.kill()
-			}
-		})
-		p.mu.Unlock()
+		s.armReattach(p, "session process did not reattach in time; ending it")
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()

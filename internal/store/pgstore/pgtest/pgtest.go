@@ -309,6 +309,17 @@ func (s *Server) CreateDatabase(ctx context.Context) (string, error) {
 	return name, nil
 }
 
+// CreateDurableDatabase is CreateDatabase for a test that halts the
+// server: its commits are synchronous (the test server commits
+// asynchronously, and an immediate stop loses the last commits).
+func (s *Server) CreateDurableDatabase(ctx context.Context) (string, error) {
+	name, err := s.CreateDatabase(ctx)
+	if err == nil {
+		err = s.exec(ctx, `ALTER DATABASE `+name+` SET synchronous_commit = on`)
+	}
+	return name, err
+}
+
 // DatabaseURL is the URL of database name on the server.
 func (s *Server) DatabaseURL(name string) string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", s.port, name)
