@@ -26,6 +26,7 @@ type driveIn struct {
 	Policy *helmrtype.RuntimeMCPPolicy   `json:"policy,omitempty"`
 	Scopes []*helmrtype.RuntimeMCPPolicy `json:"scopes,omitempty"`
 	Calls  []call                        `json:"calls,omitempty"`
+	Park   bool                          `json:"park,omitempty"`
 }
 
 type driveOut struct {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -376,5 +377,22 @@ func TestCommandRestoresParkedSession(t *testing.T) {
 	answer(t, p, sid, r.Turn.ID, "after the command")
 	if res := completedResult[countResult](t, p.wait(sid, r.Turn.ID)); res.Count != 1 || res.Init != 1 {
 		t.Fatalf("after the command: %+v", res)
+	}
+}
+
+// The runtime MCP endpoint keeps working across a park: agent code that
+// connected to it before its process was parked makes its calls through
+// the same client after the restore.
+func TestRuntimeMCPAcrossAPark(t *testing.T) {
+	p := startPlane(t, "")
+	parkingOrSkip(t, p)
+	sid, _, out := p.drive("driver", "", driveIn{Park: true, Calls: []call{
+		{Tool: "spawn", Args: map[string]any{"agent": "worker", "input": map[string]any{}, "idempotency_key": "after-park"}},
+	}})
+	if got := residencies(p, sid); !slices.Contains(got, helmrtype.ResidencyParked) {
+		t.Fatalf("the driver was not parked: %v", got)
+	}
+	if len(out.Calls) != 1 || out.Calls[0].Error != "" || out.Calls[0].Result["session_id"] == nil {
+		t.Fatalf("the call after the restore: %+v", out.Calls)
 	}
 }

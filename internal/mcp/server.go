@@ -172,7 +172,12 @@ func (r *Runtime) listen() error {
 	if r.srv != nil {
 		return nil
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// Plain TCP, not Multipath TCP (Go's default for listeners on
+	// Linux): CRIU cannot checkpoint an MPTCP socket, and a session
+	// process with one could not be parked.
+	lc := net.ListenConfig{}
+	lc.SetMultipathTCP(false)
+	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		return helmrtype.Errorf(helmrtype.CodeUnavailable, "runtime MCP: listen on loopback: %v", err)
 	}

@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -133,6 +135,12 @@ func (l *ComputerLauncher) Launch(ctx context.Context, spec LaunchSpec) (Process
 	inside := spec
 	inside.Socket = runDir + "/" + filepath.Base(spec.Socket)
 	env := append(inside.Env(), "HELMR_WORKSPACE="+computer.Workspace, "HELMR_COMPUTER_ID="+spec.ComputerID)
+	if spec.Restorable && !slices.ContainsFunc(cs.Image.Env, func(kv string) bool { return strings.HasPrefix(kv, "GODEBUG=") }) {
+		// Go programs listen with Multipath TCP by default, and CRIU
+		// cannot checkpoint an MPTCP socket: plain TCP, unless the image
+		// says otherwise.
+		env = append(env, "GODEBUG=multipathtcp=0")
+	}
 	token, err := spec.TokenFile()
 	if err != nil {
 		logf.Close()

@@ -35,6 +35,10 @@ type driveInput struct {
 	// Trace starts a span of agent code ("e2e.work") in which the Turn
 	// writes output, waits on a timer and makes its calls.
 	Trace bool `json:"trace,omitempty"`
+	// Park waits on a timer of 1.5 s, hot for only 50 ms (the process is
+	// parked and restored), between its connection to the runtime MCP
+	// server and its calls, which go through that same connection.
+	Park bool `json:"park,omitempty"`
 }
 
 type driveCall struct {
@@ -106,6 +110,11 @@ func drive(ctx context.Context, t *helmr.Turn[driveInput], ac *helmr.AgentContex
 	}
 	for _, tl := range tools.Tools {
 		out.Tools = append(out.Tools, tl.Name)
+	}
+	if t.Input.Park {
+		if err := timers.WaitFor(ctx, 1500*time.Millisecond, timers.Options{IdleTimeout: "50ms"}); err != nil {
+			return out, err
+		}
 	}
 	for _, c := range t.Input.Calls {
 		args := map[string]any{}
