@@ -39,7 +39,7 @@ describe("end to end", { skip: bin ? false : "no helmr binary: set HELMR_BIN (go
     assert.equal(w.inputKind, "json")
     assert.equal((w.inputSchema as { type: string }).type, "object")
     const page = await h.client.agents.list({ limit: 100 })
-    assert.equal(page.items.length, 13)
+    assert.equal(page.items.length, 14)
   })
 
   test("typed invocation: create<typeof worker>, turn.wait(), a zod async transform; input_invalid and result_invalid", async () => {
