@@ -11,8 +11,8 @@ import (
 	"github.com/helmr-go/helmr/internal/store/pgstore/pgtest"
 )
 
-// Turns that finish while PostgreSQL is down (5 s) complete as if nothing
-// happened: their output and settlements are tried again until the
+// Turns that finish while PostgreSQL is down (5 s), on two nodes, complete
+// as if nothing happened: their output and settlements are tried again until the
 // database is back; no Turn is lost (execution_lost) and no hold is
 // placed. Meanwhile the API answers 503 unavailable with Retry-After.
 func TestTurnsFinishDuringADatabaseOutage(t *testing.T) {
@@ -32,11 +32,13 @@ func TestTurnsFinishDuringADatabaseOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Two nodes on the database, each running some of the Sessions.
 	p := startPlaneWith(t, "", "127.0.0.1:0", pg.DatabaseURL(name))
-	const n = 4
+	p2 := startPlaneWith(t, "", "127.0.0.1:0", pg.DatabaseURL(name))
+	const n = 6
 	var rs []helmrtype.SessionCreateReceipt
-	for range n {
-		rs = append(rs, p.create("echo", text("sleep 1500ms")))
+	for i := range n {
+		rs = append(rs, []*plane{p, p2}[i%2].create("echo", text("sleep 1500ms")))
 	}
 	for _, r := range rs {
 		p.waitEvent(r.Session.ID, helmrtype.EventTurnRunning)
