@@ -157,7 +157,9 @@ func (s *Supervisor) renew(ctx context.Context) {
 		p.mu.Lock()
 		// A launch that took its lease after this renewal began is not lost.
 		lost := !p.leasedAt.IsZero() && p.leasedAt.Before(began)
-		p.lost = p.lost || lost
+		if lost {
+			s.applyLocked(p, event{kind: evLeaseLost})
+		}
 		p.mu.Unlock()
 		if lost {
 			p.mu.Lock()

@@ -39,9 +39,13 @@ const (
 	// phaseReattaching: a process that survived a control-plane restart
 	// and has not reconnected yet.
 	phaseReattaching
+	// phaseLost: another node took the Session over (this one was cut off
+	// past its lease): the process is ended without touching the Session,
+	// whose Turn that node settles.
+	phaseLost
 )
 
-var phaseNames = [...]string{"starting", "ready", "stopping", "dead", "reattaching"}
+var phaseNames = [...]string{"starting", "ready", "stopping", "dead", "reattaching", "lost"}
 
 func (p phase) String() string { return phaseNames[p] }
 
@@ -83,6 +87,8 @@ const (
 	evReattached
 	// evExited: the process ended.
 	evExited
+	// evLeaseLost: another node holds the Session's lease now.
+	evLeaseLost
 	// evActivity: something for or from the process; it is busy now.
 	evActivity
 	// evIdleDue: the idle timer fired.
@@ -222,10 +228,11 @@ type lifecycle struct {
 // phaseMoves lists the phases each phase may move to; any other move is
 // refused (the phase stays).
 var phaseMoves = map[phase][]phase{
-	phaseStarting:    {phaseReady, phaseStopping, phaseDead},
-	phaseReady:       {phaseStopping, phaseDead, phaseReattaching},
-	phaseStopping:    {phaseDead},
-	phaseReattaching: {phaseStarting, phaseReady, phaseStopping, phaseDead},
+	phaseStarting:    {phaseReady, phaseStopping, phaseDead, phaseLost},
+	phaseReady:       {phaseStopping, phaseDead, phaseReattaching, phaseLost},
+	phaseStopping:    {phaseDead, phaseLost},
+	phaseReattaching: {phaseStarting, phaseReady, phaseStopping, phaseDead, phaseLost},
+	phaseLost:        {phaseDead},
 	phaseDead:        nil,
 }
 
@@ -267,6 +274,9 @@ func (l *lifecycle) apply(ev event, s slot) []action {
 			acts = append(l.resumed(), action{kind: actResidency, residency: helmrtype.ResidencyRunning}, action{kind: actDropImages})
 		}
 		return append(acts, l.active(ev.at, s)...)
+	case evLeaseLost:
+		l.move(phaseLost)
+		return []action{{kind: actStopIdle}}
 	case evExited:
 		l.move(phaseDead)
 		l.canFreeze, l.wake = false, false

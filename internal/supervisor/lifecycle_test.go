@@ -58,6 +58,12 @@ func TestPhaseMoves(t *testing.T) {
 		{phaseStopping, event{kind: evReattached, ready: true}, phaseStopping}, // stopped while it reconnected
 		{phaseDead, event{kind: evStop}, phaseDead},                            // a shutdown after the exit
 		{phaseDead, event{kind: evReady}, phaseDead},
+		{phaseReady, event{kind: evLeaseLost}, phaseLost},
+		{phaseReattaching, event{kind: evLeaseLost}, phaseLost},
+		{phaseLost, event{kind: evReady}, phaseLost}, // a lost process serves no more
+		{phaseLost, event{kind: evReattached, ready: true}, phaseLost},
+		{phaseLost, event{kind: evExited}, phaseDead},
+		{phaseDead, event{kind: evLeaseLost}, phaseDead},
 	} {
 		l := &lifecycle{phase: c.from}
 		c.ev.at = t0

@@ -262,13 +262,13 @@ func (s *Supervisor) exited(p *proc) {
 	}
 	p.mu.Lock()
 	wasReady := p.life.phase == phaseReady || p.life.phase == phaseStopping
+	lost := p.life.phase == phaseLost
 	s.applyLocked(p, event{kind: evExited})
 	running := p.running
 	drainKilled := p.drainKilled
 	expected := p.expected
 	initError := p.initError
 	retired := p.retired
-	lost := p.lost
 	p.stopTimers()
 	conn := p.conn
 	p.mu.Unlock()

@@ -170,9 +170,6 @@ type proc struct {
 	// spans how many spans its process shipped (bounded per Turn).
 	trace string
 	spans int
-	// lost: another node took the Session over; the process is ended
-	// without touching the Session.
-	lost bool
 	// leasedAt is when this node had the Session's lease for the process
 	// (its launch took it over, or its adoption confirmed it); zero before.
 	leasedAt time.Time
