@@ -160,6 +160,9 @@ func (c *CRIU) Dump(ctx context.Context, pid int, dir string, opts DumpOptions) 
 	return cp, nil
 }
 
+// runTimeout bounds one run of CRIU.
+const runTimeout = time.Minute
+
 // timensImage is CRIU's image of the clocks of a tree outside any time
 // namespace of its own.
 const timensImage = "timens-0.img"
@@ -227,6 +230,17 @@ func (c *CRIU) Restore(ctx context.Context, dir string, opts RestoreOptions) (*R
 	out, err := c.run(ctx, args, extra)
 	took := time.Since(start)
 	if err != nil {
+		// What it restored before it failed (or was ended) goes, and is
+		// reaped: it is this process's child.
+		if pb, rerr := os.ReadFile(pidfile); rerr == nil {
+			if pid, perr := strconv.Atoi(strings.TrimSpace(string(pb))); perr == nil && pid > 1 {
+				syscall.Kill(-pid, syscall.SIGKILL)
+				syscall.Kill(pid, syscall.SIGKILL)
+				if proc, ferr := os.FindProcess(pid); ferr == nil {
+					go proc.Wait()
+				}
+			}
+		}
 		return nil, restoreError(dir, "criu restore: %v%s", err, logTail(filepath.Join(dir, RestoreLog), out))
 	}
 	privatize(dir)
@@ -262,6 +276,10 @@ func (c *CRIU) Restore(ctx context.Context, dir string, opts RestoreOptions) (*R
 // what it printed. Its files are made private to this user (umask is
 // per process; privatize fixes the modes after).
 func (c *CRIU) run(ctx context.Context, args []string, files []*os.File) ([]byte, error) {
+	// Bounded whatever the caller's ctx: CRIU was seen waiting forever on
+	// an error path (a restored process killed during its restore).
+	ctx, cancel := context.WithTimeout(ctx, runTimeout)
+	defer cancel()
 	cmd := exec.CommandContext(ctx, c.Path, args...)
 	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 	cmd.ExtraFiles = files

@@ -110,6 +110,9 @@ const (
 	// evParkTimeout: a process told to park did not close its connection
 	// in time.
 	evParkTimeout
+	// evUnrestore: a restored process that has not reconnected is ended
+	// as the control plane stops; its images still hold it.
+	evUnrestore
 	// evDumpDone and evRestoreDone: a checkpoint or a restore returned,
 	// with err.
 	evDumpDone
@@ -352,6 +355,11 @@ func (l *lifecycle) apply(ev event, s slot) []action {
 			acts = append(acts, action{kind: actResidency, residency: helmrtype.ResidencyRestoring}, action{kind: actRestore})
 		}
 		return acts
+	case evUnrestore:
+		if l.residency == resRestoring && l.phase == phaseReattaching {
+			l.residency = resParked
+		}
+		return nil
 	case evRestoreDone:
 		if l.residency != resRestoring || ev.err == nil {
 			return nil // restored: it reconnects (evReattached)

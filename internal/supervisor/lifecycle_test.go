@@ -348,6 +348,19 @@ func TestParkTimeout(t *testing.T) {
 	want(t, "next idle", l.apply(event{kind: evIdleDue, at: at(11 * time.Second)}, busy), actFreeze)
 }
 
+// A restored process that has not reconnected when the control plane
+// stops is parked again.
+func TestUnrestore(t *testing.T) {
+	t.Parallel()
+	l := parkable()
+	l.residency, l.phase = resParked, phaseReattaching
+	l.apply(event{kind: evActivity, at: at(0)}, slot{})
+	want(t, "unrestore", l.apply(event{kind: evUnrestore, at: at(0)}, slot{}))
+	if l.residency != resParked || l.phase != phaseReattaching {
+		t.Fatalf("residency %s phase %s, want parked reattaching", l.residency, l.phase)
+	}
+}
+
 // A restore that fails ends the process: its Session gets a hold.
 func TestRestoreFails(t *testing.T) {
 	t.Parallel()

@@ -194,6 +194,15 @@ func (s *Supervisor) restore(p *proc) {
 		s.step(p, event{kind: evRestoreDone, err: err})
 		return
 	}
+	if s.isClosing() {
+		// The stop came during the restore: parked again (its record
+		// still says so), from the images that still hold it.
+		p.mu.Lock()
+		s.applyLocked(p, event{kind: evUnrestore})
+		p.mu.Unlock()
+		pr.Kill()
+		return
+	}
 	pid := pidOf(pr)
 	p.mu.Lock()
 	p.process, p.restorable = pr, true
@@ -352,6 +361,26 @@ func (s *Supervisor) ParkedAtStop() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.parkedAtStop)
+}
+
+// unrestore ends, as the control plane stops its processes, those that
+// were restored and have not reconnected: no shutdown can reach them. They
+// are parked again, from the images that still hold them.
+func (s *Supervisor) unrestore() {
+	for _, p := range s.snapshot() {
+		p.mu.Lock()
+		pr := p.process
+		restoring := pr != nil && p.life.residency == resRestoring && p.life.phase == phaseReattaching
+		if restoring {
+			p.process = nil // its end is no exit (watch)
+			s.applyLocked(p, event{kind: evUnrestore})
+		}
+		p.mu.Unlock()
+		if restoring {
+			pr.Kill()
+			s.markParked(p, true)
+		}
+	}
 }
 
 // discardParked lets go of a parked process that will never be restored

@@ -265,6 +265,7 @@ func (s *Supervisor) Close(ctx context.Context) {
 	s.closing = true
 	s.mu.Unlock()
 	s.parkAll(ctx)
+	s.unrestore()
 	s.mu.Lock()
 	procs := make([]*proc, 0, len(s.procs))
 	for _, p := range s.procs {
