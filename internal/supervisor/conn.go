@@ -271,20 +271,20 @@ func (s *Supervisor) handle(ctx context.Context, p *proc, m *protocol.Msg) {
 		p.mu.Unlock()
 		s.failNextInit(p, msg)
 	case protocol.TypeOutput:
-		seq, err := retrying(ctx, s, func() (int64, error) {
+		seq, err := retrying(ctx, s, p, func() (int64, error) {
 			seq, _, err := s.eng.AppendOutput(ctx, p.sessionID, m.TurnID, m.Op, m.Content)
 			return seq, err
 		})
 		s.ack(p, m, seq, err)
 	case protocol.TypeMessageAccept:
-		err := retryingErr(ctx, s, func() error { return s.eng.MessageDelivered(ctx, p.sessionID, m.MessageID) })
+		err := retryingErr(ctx, s, p, func() error { return s.eng.MessageDelivered(ctx, p.sessionID, m.MessageID) })
 		s.ack(p, m, 0, err)
 	case protocol.TypeMessageReject:
 		msg := ""
 		if m.Error != nil {
 			msg = m.Error.Message
 		}
-		err := retryingErr(ctx, s, func() error { return s.eng.MessageRejected(ctx, p.sessionID, m.MessageID, m.Reason, msg) })
+		err := retryingErr(ctx, s, p, func() error { return s.eng.MessageRejected(ctx, p.sessionID, m.MessageID, m.Reason, msg) })
 		s.ack(p, m, 0, err)
 	case protocol.TypeSettle:
 		// Settle and start the next queued Turn in one transaction when
@@ -330,7 +330,7 @@ func (s *Supervisor) handle(ctx context.Context, p *proc, m *protocol.Msg) {
 				attribute.String(obs.AttrSessionID, p.sessionID), attribute.String(obs.AttrTurnID, m.TurnID), attribute.String(obs.AttrStatus, m.Status))
 		}
 		var msgs []store.Message
-		next, err := retrying(ctx, s, func() (*store.Turn, error) {
+		next, err := retrying(ctx, s, p, func() (*store.Turn, error) {
 			next, ms, err := s.eng.SettleTurn(ctx, p.sessionID, m.TurnID, m.Op, engine.Settlement{Status: m.Status,
 				Result: m.Result, Response: m.Response, Error: turnError(m.Error)}, mine)
 			msgs = ms
@@ -394,13 +394,13 @@ func (s *Supervisor) handleWait(ctx context.Context, p *proc, m *protocol.Msg) {
 			s.ack(p, m, 0, helmrtype.Errorf(helmrtype.CodeInvalidRequest, "ask needs a question"))
 			return
 		}
-		s.ack(p, m, 0, retryingErr(ctx, s, func() error { return s.eng.Ask(ctx, p.sessionID, m.TurnID, m.Op, m.Ask.ID, &m.Ask.Question) }))
+		s.ack(p, m, 0, retryingErr(ctx, s, p, func() error { return s.eng.Ask(ctx, p.sessionID, m.TurnID, m.Op, m.Ask.ID, &m.Ask.Question) }))
 	case protocol.TypeTokenCreate:
 		if m.Token == nil {
 			s.ack(p, m, 0, helmrtype.Errorf(helmrtype.CodeInvalidRequest, "token.create needs a token"))
 			return
 		}
-		st, err := retrying(ctx, s, func() (*helmrtype.TokenState, error) {
+		st, err := retrying(ctx, s, p, func() (*helmrtype.TokenState, error) {
 			return s.eng.CreateToken(ctx, p.sessionID, m.TurnID, m.Op, m.Token.ID, m.Token.Secret, m.Token.Create)
 		})
 		s.answer(p, &protocol.Msg{Type: protocol.TypeAck, Op: m.Op, TurnID: m.TurnID, TokenState: st}, err)
@@ -410,13 +410,13 @@ func (s *Supervisor) handleWait(ctx context.Context, p *proc, m *protocol.Msg) {
 			return
 		}
 		w := m.Wait
-		o, err := retrying(ctx, s, func() (*helmrtype.WaitOutcome, error) { return s.eng.StartWait(ctx, p.sessionID, m.TurnID, m.Op, *w) })
+		o, err := retrying(ctx, s, p, func() (*helmrtype.WaitOutcome, error) { return s.eng.StartWait(ctx, p.sessionID, m.TurnID, m.Op, *w) })
 		s.ack(p, m, 0, err)
 		if err == nil && o != nil {
 			s.sendResolved(p, m.TurnID, w.ID, o)
 		}
 	case protocol.TypeWaitCancel:
-		s.ack(p, m, 0, retryingErr(ctx, s, func() error { return s.eng.CancelWait(ctx, p.sessionID, m.TurnID, m.Op, m.WaitID) }))
+		s.ack(p, m, 0, retryingErr(ctx, s, p, func() error { return s.eng.CancelWait(ctx, p.sessionID, m.TurnID, m.Op, m.WaitID) }))
 	case protocol.TypeWaitResume:
 		o, err := s.eng.ResumeWait(ctx, p.sessionID, m.WaitID)
 		if err == nil && o != nil {

@@ -117,6 +117,13 @@ const (
 	// with err.
 	evDumpDone
 	evRestoreDone
+	// evStoreWait and evStoreBack: a write of the process waits for the
+	// store (the database is unreachable; it is tried again), or is done
+	// waiting. The process is busy meanwhile: it waits for the write's
+	// ack, and is neither frozen nor parked. evStoreBack counts as
+	// activity.
+	evStoreWait
+	evStoreBack
 	// evCallStarted and evCallEnded: a runtime MCP call (such as
 	// wait_turn) is in flight or done; the process is busy meanwhile.
 	// evCallEnded counts as activity.
@@ -215,8 +222,9 @@ type lifecycle struct {
 	// waits are the open waits of the running Turn, with their idle
 	// timeouts.
 	waits map[string]time.Duration
-	// calls counts runtime MCP calls in flight.
-	calls int
+	// calls counts runtime MCP calls in flight; storeWaits the writes
+	// that wait for an unreachable store.
+	calls, storeWaits int
 	// lastActive is when the process was last busy.
 	lastActive time.Time
 	// wake: activity arrived while a Freeze was in progress; the process
@@ -301,6 +309,12 @@ func (l *lifecycle) apply(ev event, s slot) []action {
 	case evCallStarted:
 		l.calls++
 		return l.arm(ev.at, s)
+	case evStoreWait:
+		l.storeWaits++
+		return l.arm(ev.at, s)
+	case evStoreBack:
+		l.storeWaits = max(0, l.storeWaits-1)
+		return l.active(ev.at, s)
 	case evCallEnded:
 		l.calls = max(0, l.calls-1)
 		return l.active(ev.at, s)
@@ -487,8 +501,8 @@ func (l *lifecycle) park() []action {
 // Turn) the shorter of an Actor's idle timeout and the Session's
 // hibernateAfterIdle. ok is false when it may not be suspended.
 func (l *lifecycle) idleFor(s slot) (idle time.Duration, ok bool) {
-	if l.calls > 0 {
-		return 0, false // a runtime MCP call (such as wait_turn) is in flight
+	if l.calls > 0 || l.storeWaits > 0 {
+		return 0, false // a runtime MCP call (such as wait_turn) is in flight, or a write waits for the store
 	}
 	for _, d := range l.waits {
 		idle, ok = max(idle, d), true

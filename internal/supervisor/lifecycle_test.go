@@ -361,6 +361,19 @@ func TestUnrestore(t *testing.T) {
 	}
 }
 
+// A process whose write waits for an unreachable store is not suspended
+// meanwhile; once the write went through its idle time starts again.
+func TestStoreWaitKeepsTheProcessHot(t *testing.T) {
+	t.Parallel()
+	busy := slot{busy: true}
+	l := parkable()
+	l.apply(event{kind: evWaitStarted, at: at(0), wait: "w", idle: time.Second}, busy)
+	want(t, "store down", l.apply(event{kind: evStoreWait, at: at(0)}, busy), actStopIdle)
+	want(t, "idle due while the store is down", l.apply(event{kind: evIdleDue, at: at(time.Hour)}, busy))
+	want(t, "store back", l.apply(event{kind: evStoreBack, at: at(time.Hour)}, busy), actArmIdle)
+	want(t, "idle due after", l.apply(event{kind: evIdleDue, at: at(time.Hour + time.Second)}, busy), actResidency, actPark)
+}
+
 // A restore that fails ends the process: its Session gets a hold.
 func TestRestoreFails(t *testing.T) {
 	t.Parallel()

@@ -165,7 +165,7 @@ func (s *Supervisor) restore(p *proc) {
 	var err error
 	if l == nil {
 		// A database outage is waited out, not taken for a lost process.
-		if l, err = retrying(s.ctx, s, func() (*engine.Launch, error) { return s.eng.PrepareLaunch(ctx, p.sessionID, true) }); err == nil {
+		if l, err = retrying(s.ctx, s, p, func() (*engine.Launch, error) { return s.eng.PrepareLaunch(ctx, p.sessionID, true) }); err == nil {
 			p.mu.Lock()
 			p.launch = l
 			p.life.policy = policyOf(l.Agent.Actor, l.Agent.IdleTimeout, l.Session.HibernateAfterIdle)

@@ -34,10 +34,18 @@ func (s *Supervisor) unreachableLimit() time.Duration {
 
 // retrying runs op until it does not fail with store.ErrUnavailable, ctx
 // ends (the connection or the supervisor), or s's limit has passed since
-// its first failure; it returns op's last outcome.
-func retrying[T any](ctx context.Context, s *Supervisor, op func() (T, error)) (T, error) {
+// its first failure; it returns op's last outcome. Meanwhile process p
+// (nil for none) waits for the store: it is not suspended (its lifecycle's
+// evStoreWait and evStoreBack).
+func retrying[T any](ctx context.Context, s *Supervisor, p *proc, op func() (T, error)) (T, error) {
 	var deadline time.Time
 	pause := 50 * time.Millisecond
+	waiting := false
+	defer func() {
+		if waiting {
+			s.step(p, event{kind: evStoreBack})
+		}
+	}()
 	for {
 		v, err := op()
 		if err == nil || !errors.Is(err, store.ErrUnavailable) {
@@ -46,6 +54,10 @@ func retrying[T any](ctx context.Context, s *Supervisor, op func() (T, error)) (
 		now := s.clock.Now()
 		if deadline.IsZero() {
 			deadline = now.Add(s.unreachableLimit())
+			if p != nil {
+				waiting = true
+				s.step(p, event{kind: evStoreWait})
+			}
 		}
 		if !now.Before(deadline) {
 			return v, err
@@ -62,7 +74,7 @@ func retrying[T any](ctx context.Context, s *Supervisor, op func() (T, error)) (
 }
 
 // retryingErr is retrying for an op with no value.
-func retryingErr(ctx context.Context, s *Supervisor, op func() error) error {
-	_, err := retrying(ctx, s, func() (struct{}, error) { return struct{}{}, op() })
+func retryingErr(ctx context.Context, s *Supervisor, p *proc, op func() error) error {
+	_, err := retrying(ctx, s, p, func() (struct{}, error) { return struct{}{}, op() })
 	return err
 }

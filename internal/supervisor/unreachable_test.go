@@ -28,7 +28,7 @@ func TestRetryingWhileUnreachable(t *testing.T) {
 	down := store.Unavailable(errors.New("connection refused"))
 
 	tries := 0
-	v, err := retrying(ctx, s, func() (int, error) {
+	v, err := retrying(ctx, s, nil, func() (int, error) {
 		if tries++; tries < 4 {
 			return 0, fmt.Errorf("settle: %w", down)
 		}
@@ -40,13 +40,13 @@ func TestRetryingWhileUnreachable(t *testing.T) {
 
 	tries = 0
 	other := errors.New("conflict")
-	if err := retryingErr(ctx, s, func() error { tries++; return other }); !errors.Is(err, other) || tries != 1 {
+	if err := retryingErr(ctx, s, nil, func() error { tries++; return other }); !errors.Is(err, other) || tries != 1 {
 		t.Fatalf("another error: %v after %d tries; want it after 1", err, tries)
 	}
 
 	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	if err := retryingErr(cctx, s, func() error { return down }); !errors.Is(err, store.ErrUnavailable) {
+	if err := retryingErr(cctx, s, nil, func() error { return down }); !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("after the connection ended: %v, want unavailable", err)
 	}
 }
