@@ -233,6 +233,18 @@ func (r *rig) launched() *fakeProcess {
 	}
 }
 
+// createSession creates a Session of the rig's Agent "echo" with a first
+// Turn, and returns its ID.
+func (r *rig) createSession() string {
+	r.t.Helper()
+	rec, _, err := r.eng.CreateSession(context.Background(), helmrtype.SessionCreateRequest{Agent: "echo",
+		Input: json.RawMessage(`[{"type":"text","text":"hi"}]`)}, engine.APICaller)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return rec.Session.ID
+}
+
 // conn is the fake process's protocol connection.
 type conn struct {
 	t  *testing.T
@@ -341,11 +353,7 @@ func TestIdleSessionHibernatesOnTheClock(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, helmrtype.AgentManifest{ID: "echo", InputKind: "text", CloseAfterIdle: "7d", HibernateAfterIdle: "1m"})
 	ctx := context.Background()
-	rec, _, err := r.eng.CreateSession(ctx, helmrtype.SessionCreateRequest{Agent: "echo", Input: json.RawMessage(`[{"type":"text","text":"hi"}]`)}, engine.APICaller)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sid := rec.Session.ID
+	sid := r.createSession()
 	c := r.connect(r.launched())
 	c.runTurn()
 	sess, err := r.eng.GetSession(ctx, sid)
@@ -394,12 +402,7 @@ func TestFailedFreezeLeavesTheProcessHot(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, helmrtype.AgentManifest{ID: "echo", InputKind: "text", CloseAfterIdle: "7d", HibernateAfterIdle: "1m"})
 	r.freezer.fail = true
-	ctx := context.Background()
-	rec, _, err := r.eng.CreateSession(ctx, helmrtype.SessionCreateRequest{Agent: "echo", Input: json.RawMessage(`[{"type":"text","text":"hi"}]`)}, engine.APICaller)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sid := rec.Session.ID
+	sid := r.createSession()
 	c := r.connect(r.launched())
 	c.runTurn()
 	eventually(t, "the idle timer", func() bool { return r.clock.pending(time.Minute) })
@@ -423,11 +426,7 @@ func TestPredecessorEndedBeforeLaunch(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, helmrtype.AgentManifest{ID: "echo", InputKind: "text", CloseAfterIdle: "7d", HibernateAfterIdle: "never"})
 	ctx := context.Background()
-	rec, _, err := r.eng.CreateSession(ctx, helmrtype.SessionCreateRequest{Agent: "echo", Input: json.RawMessage(`[{"type":"text","text":"hi"}]`)}, engine.APICaller)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sid := rec.Session.ID
+	sid := r.createSession()
 	first := r.launched()
 	c := r.connect(first)
 	c.runTurn()

@@ -167,8 +167,7 @@ func (s *Supervisor) restore(p *proc) {
 		// A database outage is waited out, not taken for a lost process.
 		if l, err = retrying(s.ctx, s, p, func() (*engine.Launch, error) { return s.eng.PrepareLaunch(ctx, p.sessionID, true) }); err == nil {
 			p.mu.Lock()
-			p.launch = l
-			p.life.policy = policyOf(l.Agent.Actor, l.Agent.IdleTimeout, l.Session.HibernateAfterIdle)
+			p.setLaunch(l)
 			p.mu.Unlock()
 		}
 	}
@@ -180,11 +179,8 @@ func (s *Supervisor) restore(p *proc) {
 		// This node's copy of the Deployment's binary and its protocol
 		// socket: the restored process may have been parked by another.
 		spec := p.spec(l)
-		spec.Binary, spec.Socket = l.Binary, s.socket
-		if s.opts.ResolveBinary != nil {
-			spec.Binary, err = s.opts.ResolveBinary(ctx, l.Digest, l.Binary)
-		}
-		if err == nil {
+		spec.Socket = s.socket
+		if spec.Binary, err = s.resolveBinary(ctx, l); err == nil {
 			rctx, cancel := context.WithTimeout(ctx, time.Minute)
 			pr, err = pk.Restore(rctx, spec)
 			cancel()
@@ -282,8 +278,7 @@ func (s *Supervisor) parkedProc(ctx context.Context, rec *store.Process) *proc {
 	p := &proc{sessionID: rec.SessionID, tokenHash: rec.TokenHash, launchID: rec.LaunchID,
 		life: lifecycle{phase: phaseReattaching, residency: resParked, canPark: true}, leasedAt: s.clock.Now()}
 	if l, err := s.eng.PrepareLaunch(ctx, rec.SessionID, true); err == nil {
-		p.launch = l
-		p.life.policy = policyOf(l.Agent.Actor, l.Agent.IdleTimeout, l.Session.HibernateAfterIdle)
+		p.setLaunch(l)
 	}
 	if t, err := s.eng.RunningTurn(ctx, rec.SessionID); err == nil && t != nil {
 		p.running = t.ID

@@ -50,13 +50,9 @@ func (s *Supervisor) start(p *proc, token string) {
 	l, err := s.eng.PrepareLaunch(ctx, p.sessionID, false)
 	if err == nil {
 		p.mu.Lock()
-		p.launch = l
-		p.life.policy = policyOf(l.Agent.Actor, l.Agent.IdleTimeout, l.Session.HibernateAfterIdle)
+		p.setLaunch(l)
 		p.mu.Unlock()
-		bin = l.Binary
-		if s.opts.ResolveBinary != nil {
-			bin, err = s.opts.ResolveBinary(ctx, l.Digest, l.Binary)
-		}
+		bin, err = s.resolveBinary(ctx, l)
 	}
 	var sourceDir string
 	if err == nil {

@@ -158,8 +158,7 @@ func (s *Supervisor) reattach(ctx context.Context, p *proc, r *protocol.Resume) 
 	unseen := t != nil && t.ID != r.TurnID
 	p.mu.Lock()
 	l.Recovery = protocol.RecoveryReattached
-	p.launch = l
-	p.life.policy = policyOf(l.Agent.Actor, l.Agent.IdleTimeout, l.Session.HibernateAfterIdle)
+	p.setLaunch(l)
 	if p.helloTimer != nil {
 		p.helloTimer.Stop()
 		p.helloTimer = nil

@@ -240,6 +240,22 @@ func (s *Supervisor) snapshot() []*proc {
 	return procs
 }
 
+// resolveBinary returns this node's path of the Launch's Deployment
+// binary (ResolveBinary; the recorded path without it).
+func (s *Supervisor) resolveBinary(ctx context.Context, l *engine.Launch) (string, error) {
+	if s.opts.ResolveBinary == nil {
+		return l.Binary, nil
+	}
+	return s.opts.ResolveBinary(ctx, l.Digest, l.Binary)
+}
+
+// setLaunch records what the process was launched (or reattached,
+// restored) with, and the idle policy that follows from it; p.mu is held.
+func (p *proc) setLaunch(l *engine.Launch) {
+	p.launch = l
+	p.life.policy = policyOf(l.Agent.Actor, l.Agent.IdleTimeout, l.Session.HibernateAfterIdle)
+}
+
 // resolveSources returns the local directory of the sources archive with
 // digest; "" for a Deployment without sources.
 func (s *Supervisor) resolveSources(ctx context.Context, digest string) (string, error) {
