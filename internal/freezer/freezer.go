@@ -44,8 +44,8 @@ var (
 // Freezer freezes and thaws process trees.
 type Freezer interface {
 	// Attach places the process tree rooted at pid (its process group pgid)
-	// under the freezer's control, under a name unique per process (use the
-	// session ID). Call right after the process starts, before it runs user
+	// under the freezer's control, under a name unique per process (the
+	// supervisor uses its launch ID). Call right after the process starts, before it runs user
 	// code; children forked later are covered (for cgroup mechanisms because
 	// children inherit the cgroup, for the signal fallback because they
 	// inherit the process group). pid must lead or belong to process group
