@@ -279,10 +279,13 @@ func unpark(t *testing.T, p *local.Provider, c *counter, spec computer.Spec, nam
 	if b, _ := os.ReadFile(c.workspace("started")); strings.TrimSpace(string(b)) != c.secret {
 		t.Fatalf("/workspace/started is %q: the counter was started again, not restored", b)
 	}
-	log, _ := os.ReadFile(logPath)
-	if want := fmt.Sprintf("%d %s ", c.n, c.secret); !strings.Contains(string(log), want) {
-		t.Fatalf("the log lacks %q:\n%s", want, log)
-	}
+	// The counter writes its log after /workspace/count (tick waited for
+	// that): the log catches up.
+	want := fmt.Sprintf("%d %s ", c.n, c.secret)
+	waitUntil(t, fmt.Sprintf("the log to have %q", want), func() bool {
+		log, _ := os.ReadFile(logPath)
+		return strings.Contains(string(log), want)
+	})
 	return took
 }
 
